@@ -1,0 +1,51 @@
+//! `now()` of every clock in one run: std, ours, the published minstant
+//! 0.1.7, quanta, and the raw instructions ours is built from.
+//!
+//! `cargo bench --bench clock`; compare the medians as ratios to `std`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+
+fn clocks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("now");
+    // Make every clock calibrate before it is timed.
+    let _ = (
+        minstant::Instant::now(),
+        minstant_017::Instant::now(),
+        quanta::Instant::now(),
+    );
+
+    group.bench_function("std", |b| b.iter(std::time::Instant::now));
+    group.bench_function("minstant (this workspace)", |b| b.iter(minstant::Instant::now));
+    group.bench_function("minstant 0.1.7", |b| b.iter(minstant_017::Instant::now));
+    group.bench_function("quanta 0.12", |b| b.iter(quanta::Instant::now));
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
+        if minstant::is_tsc_available() {
+            group.bench_function("raw rdtscp", |b| {
+                b.iter(|| {
+                    let mut aux = 0;
+                    // SAFETY: minstant only uses the TSC after checking that
+                    // the CPU implements RDTSCP.
+                    black_box(unsafe { __rdtscp(&mut aux) })
+                })
+            });
+        }
+        group.bench_function("raw lfence; rdtsc", |b| {
+            // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU.
+            b.iter(|| {
+                black_box(unsafe {
+                    _mm_lfence();
+                    _rdtsc()
+                })
+            })
+        });
+        // SAFETY: RDTSC exists on every x86_64 CPU.
+        group.bench_function("raw rdtsc", |b| b.iter(|| black_box(unsafe { _rdtsc() })));
+    }
+    group.finish();
+    eprintln!("minstant source: {:?}", minstant::clock_info());
+}
+
+criterion_group!(benches, clocks);
+criterion_main!(benches);

@@ -1,0 +1,1 @@
+//! minitrace-jaeger: under construction (see the issues).

@@ -1,0 +1,1 @@
+//! minitrace-macro: under construction (see the issues).

@@ -1,0 +1,1 @@
+//! minitrace: the core is under construction (see the issues).

@@ -1,0 +1,89 @@
+//! A drop-in replacement for [`std::time::Instant`] that reads the CPU's
+//! time-stamp counter (TSC) where that is safe, and the OS clock elsewhere.
+//!
+//! ```
+//! use minstant::Instant;
+//!
+//! let start = Instant::now();
+//! let sum: u64 = (0..1_000).sum();
+//! let spent: std::time::Duration = start.elapsed();
+//! println!("summed to {sum} in {spent:?} using {:?}", minstant::clock_info().source);
+//! ```
+//!
+//! # How it works
+//!
+//! [`Instant::now`] is one `RDTSCP` instruction, which reads the counter *and*
+//! the number of the core it was read on, followed by the subtraction of that
+//! core's offset from a small table. Nanoseconds are computed only when a
+//! [`Duration`](std::time::Duration) or a unix timestamp is asked for.
+//!
+//! `RDTSCP` waits for earlier loads to complete before it reads the counter,
+//! so readings are ordered across threads: a thread that has seen another
+//! thread's reading never reads an earlier time. Readings never go backwards
+//! within a thread, even when it moves between cores.
+//!
+//! # When the TSC is used
+//!
+//! The first reading in a process detects and calibrates the clock (about
+//! 2–3 ms, once; see [`clock_info`]). The TSC is used only when all of these
+//! hold, and `CLOCK_MONOTONIC` (never the wall clock) is read otherwise:
+//!
+//! - x86 or x86_64 Linux, with `constant_tsc`, `nonstop_tsc` and `rdtscp` in
+//!   `/proc/cpuinfo`;
+//! - the rate, measured against `CLOCK_MONOTONIC` over 2 ms, is plausible;
+//! - every core the calling thread may run on could be visited by a pinned
+//!   helper thread, and its counter offset measured twice gave consistent
+//!   bounds (the caller's own affinity is never changed);
+//! - the environment variable `MINSTANT_CLOCK` is not `monotonic` (an
+//!   operator's switch to rule the TSC out).
+//!
+//! A reading from a core that was not calibrated (one that came online
+//! later, or that the calibrating thread was not allowed on) reads the OS
+//! clock for that one reading, mapped onto the same time line.
+//!
+//! # Features
+//!
+//! - `atomic`: [`Atomic`], an `Instant` that can be updated in place.
+//! - `fallback-coarse`: the fallback reads `CLOCK_MONOTONIC_COARSE`, cheaper
+//!   and at scheduler-tick resolution.
+
+#![deny(missing_docs)]
+
+mod clock;
+mod instant;
+mod monotonic;
+#[cfg(all(target_os = "linux", any(target_arch = "x86", target_arch = "x86_64")))]
+mod tsc;
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86", target_arch = "x86_64"))))]
+#[path = "tsc_unsupported.rs"]
+mod tsc;
+
+#[cfg(all(feature = "atomic", target_has_atomic = "64"))]
+mod atomic;
+
+#[cfg(all(feature = "atomic", target_has_atomic = "64"))]
+pub use atomic::Atomic;
+pub use clock::{ClockInfo, ClockSource};
+pub use instant::{Anchor, Instant};
+
+/// Whether [`Instant`] reads the TSC (true) or the OS clock (false).
+///
+/// ```
+/// if minstant::is_tsc_available() {
+///     println!("reading the TSC");
+/// }
+/// ```
+pub fn is_tsc_available() -> bool {
+    clock_info().source == ClockSource::Tsc
+}
+
+/// The clock's start-up decision: source, rate, calibrated cores, and why
+/// the TSC was ruled out if it was. Calibrates the clock if nothing has yet.
+///
+/// ```
+/// let info = minstant::clock_info();
+/// assert!(info.ticks_per_second > 0.0);
+/// ```
+pub fn clock_info() -> &'static ClockInfo {
+    &clock::clock().info
+}

@@ -1,0 +1,215 @@
+//! The clock's promises, checked on whatever source this machine selects,
+//! and again in child processes with the OS-clock fallback forced and with a
+//! single allowed core.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant as StdInstant};
+
+use minstant::{Atomic, ClockSource, Instant};
+
+/// Moves the calling (test) thread to the next allowed cpu, so that readings
+/// come from different cores' counters.
+fn hop_cpu(step: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: an all-zero cpu_set_t is an empty set; CPU_SET stays in range
+        // because `cpus` is at most the number of online cpus.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(step % cpus, &mut set);
+            // Failure (a cpu outside our cgroup) just means no hop this time.
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = step;
+}
+
+fn allow_all_cpus() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: as in `hop_cpu`; every online cpu index is in range.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..thread::available_parallelism().map_or(1, |n| n.get()) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn check_monotonic_within_a_thread(reads: usize) {
+    let mut previous = Instant::now();
+    for i in 0..reads {
+        if i % 10_000 == 0 {
+            hop_cpu(i / 10_000);
+        }
+        let now = Instant::now();
+        assert!(
+            now >= previous,
+            "went backwards at read {i}: {previous:?} -> {now:?}"
+        );
+        previous = now;
+    }
+    allow_all_cpus();
+}
+
+/// Each thread reads the other's last published reading (acquire), then
+/// reads the clock: the second reading must not be earlier. Both threads
+/// keep hopping between cores. Returns the number of violations.
+fn count_causality_violations(run_for: Duration) -> u64 {
+    let slots = Arc::new([Atomic::new(Instant::ZERO), Atomic::new(Instant::ZERO)]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|me| {
+            let (slots, stop) = (slots.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut violations = 0u64;
+                let mut round = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1_000 {
+                        let seen = slots[1 - me].load(Ordering::Acquire);
+                        let now = Instant::now();
+                        violations += u64::from(now < seen);
+                        slots[me].store(now, Ordering::Release);
+                    }
+                    round += 1;
+                    if round % 64 == 0 {
+                        hop_cpu(round / 64 + me);
+                    }
+                }
+                violations
+            })
+        })
+        .collect();
+    thread::sleep(run_for);
+    stop.store(true, Ordering::Relaxed);
+    workers.into_iter().map(|w| w.join().unwrap()).sum()
+}
+
+/// A (std, minstant) pair read within 2 µs of each other, for comparing
+/// elapsed times without the pairing error swamping the result.
+fn paired_reading() -> (StdInstant, Instant) {
+    let mut best: Option<(Duration, StdInstant, Instant)> = None;
+    for _ in 0..1_000 {
+        let before = StdInstant::now();
+        let ours = Instant::now();
+        let after = StdInstant::now();
+        let width = after - before;
+        if best.map_or(true, |(w, ..)| width < w) {
+            best = Some((width, before + width / 2, ours));
+        }
+        if width < Duration::from_micros(2) {
+            break;
+        }
+    }
+    let (_, std, ours) = best.unwrap();
+    (std, ours)
+}
+
+/// Parts per million by which our elapsed time differs from
+/// `CLOCK_MONOTONIC`'s (std's `Instant` on Linux) over `window`.
+fn drift_ppm(window: Duration) -> f64 {
+    let (std_start, ours_start) = paired_reading();
+    thread::sleep(window);
+    let (std_end, ours_end) = paired_reading();
+    let reference = (std_end - std_start).as_nanos() as f64;
+    let ours = (ours_end - ours_start).as_nanos() as f64;
+    (ours - reference) / reference * 1e6
+}
+
+#[test]
+fn never_goes_backwards_within_a_thread() {
+    check_monotonic_within_a_thread(2_000_000);
+}
+
+#[test]
+fn causal_across_threads_that_move_between_cores() {
+    assert_eq!(count_causality_violations(Duration::from_millis(1_500)), 0);
+}
+
+#[test]
+fn elapsed_time_agrees_with_clock_monotonic_within_50_ppm() {
+    // A preempted pairing can only make one try look bad; two of three must pass.
+    let drifts: Vec<f64> = (0..3).map(|_| drift_ppm(Duration::from_millis(400))).collect();
+    let good = drifts.iter().filter(|ppm| ppm.abs() <= 50.0).count();
+    assert!(
+        good >= 2,
+        "drift over 400 ms, ppm: {drifts:?} ({:?})",
+        minstant::clock_info()
+    );
+}
+
+#[test]
+fn reports_its_source_consistently() {
+    let info = minstant::clock_info();
+    assert_eq!(minstant::is_tsc_available(), info.source == ClockSource::Tsc);
+    match info.source {
+        ClockSource::Tsc => {
+            assert!(info.fallback_reason.is_none());
+            assert!(!info.calibrated_cpus.is_empty());
+            assert!(info.ticks_per_second > 1e8, "{info:?}");
+        }
+        ClockSource::Monotonic => {
+            assert!(info.fallback_reason.is_some());
+            assert_eq!(info.ticks_per_second, 1e9);
+        }
+    }
+}
+
+/// Run by the tests below in a child process; in the parent it just checks
+/// the current source. `EXPECT_SOURCE` and `EXPECT_CPUS` say what the child
+/// must have ended up with.
+#[test]
+fn child_checks() {
+    let info = minstant::clock_info();
+    if let Ok(expected) = std::env::var("EXPECT_SOURCE") {
+        assert_eq!(format!("{:?}", info.source), expected, "{info:?}");
+    }
+    if let Ok(expected) = std::env::var("EXPECT_CPUS") {
+        assert_eq!(format!("{:?}", info.calibrated_cpus), expected, "{info:?}");
+    }
+    check_monotonic_within_a_thread(200_000);
+    assert_eq!(count_causality_violations(Duration::from_millis(300)), 0);
+    let drifts: Vec<f64> = (0..3).map(|_| drift_ppm(Duration::from_millis(100))).collect();
+    assert!(
+        drifts.iter().filter(|ppm| ppm.abs() <= 100.0).count() >= 2,
+        "{drifts:?}"
+    );
+}
+
+fn run_child_checks(mut command: Command) {
+    let output = command
+        .args(["--exact", "child_checks", "--nocapture", "--test-threads", "1"])
+        .output()
+        .expect("run the test binary again");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn forced_fallback_keeps_every_promise() {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .env("MINSTANT_CLOCK", "monotonic")
+        .env("EXPECT_SOURCE", "Monotonic");
+    run_child_checks(child);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn calibrates_with_a_single_allowed_core() {
+    let mut child = Command::new("taskset");
+    child.args(["-c", "0"]).arg(std::env::current_exe().unwrap());
+    if minstant::is_tsc_available() {
+        child.env("EXPECT_SOURCE", "Tsc").env("EXPECT_CPUS", "[0]");
+    }
+    run_child_checks(child);
+}
