@@ -1,1 +1,82 @@
-//! minitrace: the core is under construction (see the issues).
+//! A timeline tracing library cheap enough to trace every request of a
+//! service that answers in a microsecond, all the time, and to find the one
+//! slow request in a million that averages hide.
+//!
+//! ```
+//! use minitrace::collector::{Config, ConsoleReporter};
+//! use minitrace::prelude::*;
+//!
+//! minitrace::set_reporter(ConsoleReporter, Config::default());
+//! {
+//!     let root = Span::root("request", SpanContext::random());
+//!     let _guard = root.set_local_parent();
+//!     let _span = LocalSpan::enter_with_local_parent("parse");
+//! }
+//! minitrace::flush();
+//! ```
+//!
+//! # Concepts
+//!
+//! - A **[`Span`]** is a named interval with properties. [`Span::root`]
+//!   starts a trace; thread-safe spans can cross threads and `.await`s and
+//!   can have several parents.
+//! - A **[`LocalSpan`](local::LocalSpan)** stays on its thread and costs a
+//!   clock read and a `Vec::push`. Its parent is implicit: the innermost open
+//!   local span, or the **local parent** set with [`Span::set_local_parent`].
+//! - A **[`LocalCollector`](local::LocalCollector)** gathers local spans with
+//!   no parent yet; the batch can be mounted under many spans.
+//! - The **collector** thread receives finished spans through one lock-free
+//!   queue per thread, assembles each trace when its root finishes, and hands
+//!   batches to the **[`Reporter`](collector::Reporter)** set with
+//!   [`set_reporter`], on its own thread.
+//! - **Sampling**: [`Config::report_slow_traces_only`](collector::Config::report_slow_traces_only)
+//!   traces every request but reports only those whose root was slow.
+//! - **Counted loss**: every bound that drops spans counts them; see
+//!   [`collector::stats`].
+//!
+//! # Cost model
+//!
+//! A local span is two clock reads (see `minstant`) and a push; a `Span` adds
+//! an allocation and a push to the thread's queue when it ends. Assembling
+//! and reporting happen on the collector thread. Without a reporter, roots
+//! are no-ops and so are their descendants.
+//!
+//! # The `enable` feature
+//!
+//! Without it, every call in this crate compiles to nothing. Libraries
+//! depend on minitrace without it; the application enables it.
+
+#![deny(missing_docs)]
+
+pub mod collector;
+mod event;
+pub mod future;
+pub mod local;
+mod macros;
+mod span;
+pub mod util;
+
+#[doc(hidden)]
+pub use macros::__private;
+
+pub use crate::collector::global::{flush, set_reporter};
+pub use crate::event::Event;
+pub use crate::span::Span;
+
+/// Whether tracing is compiled in. Every entry point checks this constant
+/// first, so without the `enable` feature the optimiser removes the rest.
+pub(crate) const ENABLED: bool = cfg!(feature = "enable");
+
+/// The common imports.
+///
+/// ```
+/// use minitrace::prelude::*;
+/// ```
+pub mod prelude {
+    pub use crate::collector::{SpanContext, SpanId, SpanRecord, TraceId};
+    pub use crate::event::Event;
+    pub use crate::future::FutureExt as _;
+    pub use crate::local::LocalSpan;
+    pub use crate::span::Span;
+    pub use crate::{file_location, full_name, func_name};
+}

@@ -1,0 +1,124 @@
+use std::time::Duration;
+
+/// How the collector batches and filters traces; passed to
+/// [`set_reporter`](crate::set_reporter).
+///
+/// ```
+/// use std::time::Duration;
+/// use minitrace::collector::Config;
+///
+/// let config = Config::default()
+///     .max_spans_per_trace(Some(10_000))
+///     .report_interval(Duration::from_millis(50))
+///     .report_slow_traces_only(Duration::from_millis(100));
+/// # let _ = config;
+/// ```
+#[must_use]
+#[derive(Debug, Copy, Clone, Eq, PartialEq)]
+pub struct Config {
+    pub(crate) max_spans_per_trace: Option<usize>,
+    pub(crate) report_interval: Duration,
+    pub(crate) report_before_root_finish: bool,
+    pub(crate) slow_trace_threshold: Option<Duration>,
+}
+
+impl Default for Config {
+    /// No span limit, a report every 10 ms, traces reported whole after
+    /// their root finishes, every trace reported.
+    fn default() -> Config {
+        Config {
+            max_spans_per_trace: None,
+            report_interval: Duration::from_millis(10),
+            report_before_root_finish: false,
+            slow_trace_threshold: None,
+        }
+    }
+}
+
+impl Config {
+    /// At most this many spans are kept per trace; the rest are dropped and
+    /// counted in [`Stats::dropped_trace_too_large`](crate::collector::Stats::dropped_trace_too_large).
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default().max_spans_per_trace(Some(100));
+    /// # let _ = config;
+    /// ```
+    pub fn max_spans_per_trace(self, max_spans_per_trace: Option<usize>) -> Config {
+        Config {
+            max_spans_per_trace,
+            ..self
+        }
+    }
+
+    /// How often the collector thread wakes to gather finished spans and
+    /// report them.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default()
+    ///     .report_interval(std::time::Duration::from_millis(100));
+    /// # let _ = config;
+    /// ```
+    pub fn report_interval(self, report_interval: Duration) -> Config {
+        Config {
+            report_interval,
+            ..self
+        }
+    }
+
+    /// Report spans as they finish instead of waiting for their root: for
+    /// long-lived roots (a connection, a stream). Has no effect on traces
+    /// filtered by [`report_slow_traces_only`](Config::report_slow_traces_only),
+    /// whose fate is only known when their root finishes.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default().report_before_root_finish(true);
+    /// # let _ = config;
+    /// ```
+    pub fn report_before_root_finish(self, report_before_root_finish: bool) -> Config {
+        Config {
+            report_before_root_finish,
+            ..self
+        }
+    }
+
+    /// Latency-based selective reporting: every request is traced in full,
+    /// but a trace is reported only if its root span lasted at least
+    /// `threshold`. Faster traces are discarded entirely, root included, and
+    /// counted in [`Stats::spans_sampled_out`](crate::collector::Stats::spans_sampled_out),
+    /// so the cost of reporting is paid only for the slow requests worth looking at.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default()
+    ///     .report_slow_traces_only(std::time::Duration::from_millis(5));
+    /// # let _ = config;
+    /// ```
+    pub fn report_slow_traces_only(self, threshold: Duration) -> Config {
+        Config {
+            slow_trace_threshold: Some(threshold),
+            ..self
+        }
+    }
+
+    /// Accepted for compatibility with earlier 0.6 releases; no effect.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default()
+    ///     .batch_report_interval(std::time::Duration::from_secs(1));
+    /// # let _ = config;
+    /// ```
+    #[deprecated(note = "use `report_interval`")]
+    pub fn batch_report_interval(self, _batch_report_interval: Duration) -> Config {
+        self
+    }
+
+    /// Accepted for compatibility with earlier 0.6 releases; no effect.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default().batch_report_max_spans(Some(10));
+    /// # let _ = config;
+    /// ```
+    #[deprecated(note = "no longer used")]
+    pub fn batch_report_max_spans(self, _batch_report_max_spans: Option<usize>) -> Config {
+        self
+    }
+}

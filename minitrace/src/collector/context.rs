@@ -1,0 +1,218 @@
+use crate::collector::{SpanId, TraceId};
+use crate::local::stack;
+use crate::Span;
+
+/// Where a span sits: its trace and its own id. Pass it across process
+/// boundaries (e.g. as a W3C `traceparent` header) to continue a trace.
+///
+/// ```
+/// use minitrace::prelude::*;
+///
+/// let context = SpanContext::new(TraceId::random(), SpanId::random());
+/// let header = context.encode_w3c_traceparent();
+/// assert_eq!(SpanContext::decode_w3c_traceparent(&header), Some(context));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpanContext {
+    /// The trace.
+    pub trace_id: TraceId,
+    /// The span within it: for a context used as a parent, the parent span.
+    pub span_id: SpanId,
+    /// Whether the trace is being recorded. [`Span::root`] under an unsampled
+    /// context is a no-op, so a caller's decision not to trace is honoured.
+    pub sampled: bool,
+}
+
+impl Default for SpanContext {
+    /// The zero ids, sampled.
+    fn default() -> SpanContext {
+        SpanContext {
+            trace_id: TraceId(0),
+            span_id: SpanId(0),
+            sampled: true,
+        }
+    }
+}
+
+impl SpanContext {
+    /// A sampled context with the given ids.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let context = SpanContext::new(TraceId(12), SpanId(34));
+    /// assert!(context.sampled);
+    /// ```
+    pub fn new(trace_id: TraceId, span_id: SpanId) -> SpanContext {
+        SpanContext {
+            trace_id,
+            span_id,
+            sampled: true,
+        }
+    }
+
+    /// A new random trace id with no parent span: the context for a fresh root.
+    ///
+    /// ```
+    /// let context = minitrace::prelude::SpanContext::random();
+    /// assert_eq!(context.span_id.0, 0);
+    /// ```
+    pub fn random() -> SpanContext {
+        SpanContext::new(TraceId::random(), SpanId(0))
+    }
+
+    /// Sets whether the trace is recorded.
+    ///
+    /// ```
+    /// let context = minitrace::prelude::SpanContext::random().sampled(false);
+    /// assert!(!context.sampled);
+    /// ```
+    pub fn sampled(self, sampled: bool) -> SpanContext {
+        SpanContext { sampled, ..self }
+    }
+
+    /// The context of `span`, or `None` for a no-op span. With several
+    /// parents, the first one's trace is used.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let span = Span::noop();
+    /// assert_eq!(SpanContext::from_span(&span), None);
+    /// ```
+    pub fn from_span(span: &Span) -> Option<SpanContext> {
+        span.context()
+    }
+
+    /// The context of the current thread's local parent (the span set with
+    /// [`Span::set_local_parent`], or the innermost open local span under it).
+    ///
+    /// ```
+    /// assert_eq!(minitrace::prelude::SpanContext::current_local_parent(), None);
+    /// ```
+    pub fn current_local_parent() -> Option<SpanContext> {
+        if !crate::ENABLED {
+            return None;
+        }
+        stack::current_context()
+    }
+
+    /// Parses a W3C `traceparent` header: `00-<32 hex trace id>-<16 hex
+    /// parent id>-<2 hex flags>`, lowercase. `None` for anything malformed:
+    /// wrong lengths or separators, uppercase or non-hex digits, version
+    /// `ff`, all-zero ids, or extra fields on version `00`. Later versions
+    /// may append fields, which are ignored.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    /// let context = SpanContext::decode_w3c_traceparent(header).unwrap();
+    /// assert_eq!(context.span_id, SpanId(0xb7ad6b7169203331));
+    /// assert!(context.sampled);
+    /// assert_eq!(SpanContext::decode_w3c_traceparent("00-xyz-b7ad6b7169203331-01"), None);
+    /// ```
+    pub fn decode_w3c_traceparent(traceparent: &str) -> Option<SpanContext> {
+        let bytes = traceparent.as_bytes();
+        if bytes.len() < 55 || bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
+            return None;
+        }
+        let version = parse_hex(&traceparent[0..2])? as u8;
+        let trace_id = parse_hex(&traceparent[3..35])?;
+        let span_id = parse_hex(&traceparent[36..52])? as u64;
+        let flags = parse_hex(&traceparent[53..55])? as u8;
+        let rest = &traceparent[55..];
+        let valid_tail = if version == 0 {
+            rest.is_empty()
+        } else {
+            rest.is_empty() || rest.starts_with('-')
+        };
+        if version == 0xff || !valid_tail || trace_id == 0 || span_id == 0 {
+            return None;
+        }
+        Some(SpanContext {
+            trace_id: TraceId(trace_id),
+            span_id: SpanId(span_id),
+            sampled: flags & 1 == 1,
+        })
+    }
+
+    /// Encodes the context as a W3C `traceparent` header, with the sampled
+    /// flag set from [`sampled`](SpanContext::sampled).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let context = SpanContext::new(TraceId(1), SpanId(2));
+    /// assert_eq!(
+    ///     context.encode_w3c_traceparent(),
+    ///     "00-00000000000000000000000000000001-0000000000000002-01"
+    /// );
+    /// ```
+    pub fn encode_w3c_traceparent(&self) -> String {
+        self.encode_w3c_traceparent_with_sampled(self.sampled)
+    }
+
+    /// Encodes the context as a W3C `traceparent` header with the given
+    /// sampled flag.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let header = SpanContext::random().encode_w3c_traceparent_with_sampled(false);
+    /// assert!(header.ends_with("-00"));
+    /// ```
+    pub fn encode_w3c_traceparent_with_sampled(&self, sampled: bool) -> String {
+        format!("00-{}-{}-{:02x}", self.trace_id, self.span_id, u8::from(sampled))
+    }
+}
+
+/// Lowercase hex only, as the W3C format requires (`from_str_radix` alone
+/// would also take uppercase digits and a leading `+`).
+fn parse_hex(digits: &str) -> Option<u128> {
+    if !digits
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    u128::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_malformed_traceparents() {
+        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        assert!(SpanContext::decode_w3c_traceparent(good).is_some());
+        for bad in [
+            "",
+            "00",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+            "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333g-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0x",
+            "00-0af7651916cd43dd8448eb211c80319é-b7ad6b7169203331-01",
+        ] {
+            assert_eq!(SpanContext::decode_w3c_traceparent(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn honours_the_sampled_flag_and_future_versions() {
+        let unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+        assert!(!SpanContext::decode_w3c_traceparent(unsampled).unwrap().sampled);
+        let future = "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03-more";
+        assert!(SpanContext::decode_w3c_traceparent(future).unwrap().sampled);
+    }
+
+    #[test]
+    fn round_trips_extreme_ids() {
+        let context = SpanContext::new(TraceId(u128::MAX), SpanId(u64::MAX));
+        let header = context.encode_w3c_traceparent();
+        assert_eq!(SpanContext::decode_w3c_traceparent(&header), Some(context));
+    }
+}

@@ -1,0 +1,168 @@
+//! The global collector: a background thread, started by the first
+//! [`set_reporter`], that wakes every `report_interval` (or on [`flush`]).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant as StdInstant};
+
+use crate::collector::assemble::Collector;
+use crate::collector::{Config, Reporter};
+
+static REPORTER_SET: AtomicBool = AtomicBool::new(false);
+static CONTROL: Mutex<Control> = Mutex::new(Control {
+    pending: None,
+    flushes_requested: 0,
+    flushes_done: 0,
+    started: false,
+});
+/// Wakes the collector thread early.
+static WAKE: Condvar = Condvar::new();
+/// Wakes threads waiting in `flush`.
+static FLUSHED: Condvar = Condvar::new();
+
+/// `flush` gives up waiting after this long, e.g. for a reporter stuck on I/O.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Control {
+    pending: Option<(Box<dyn Reporter>, Config)>,
+    flushes_requested: u64,
+    flushes_done: u64,
+    started: bool,
+}
+
+thread_local! {
+    static ON_COLLECTOR_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether spans have somewhere to go; roots started before that are no-ops.
+#[inline]
+pub(crate) fn reporter_is_set() -> bool {
+    REPORTER_SET.load(Ordering::Relaxed)
+}
+
+/// Sets where finished spans are reported, and starts the collector thread.
+///
+/// Calling it again replaces the reporter and the configuration: spans
+/// that finished before the call go to the old reporter (the collector
+/// delivers them before switching), later ones to the new.
+///
+/// Before the first call, root spans are no-ops (counted in
+/// [`Stats::roots_without_reporter`](crate::collector::Stats::roots_without_reporter)).
+/// Without the `enable` feature this does nothing.
+///
+/// ```
+/// use minitrace::collector::{Config, ConsoleReporter};
+///
+/// minitrace::set_reporter(ConsoleReporter, Config::default());
+/// ```
+pub fn set_reporter(reporter: impl Reporter, config: Config) {
+    if !crate::ENABLED {
+        return;
+    }
+    let mut control = lock_control();
+    control.pending = Some((Box::new(reporter), config));
+    if !control.started {
+        control.started = true;
+        std::thread::Builder::new()
+            .name("minitrace-collector".into())
+            .spawn(run_collector)
+            .expect("spawning the minitrace collector thread");
+    }
+    REPORTER_SET.store(true, Ordering::Release);
+    WAKE.notify_one();
+}
+
+/// Reports every span that finished before this call (in traces whose root
+/// has finished, or all of them with `report_before_root_finish`), and
+/// waits until the reporter has returned, for at most 10 seconds.
+///
+/// It blocks the calling thread, so inside an async runtime it briefly
+/// blocks that worker; it needs no runtime. It returns at once when no
+/// reporter is set, and when called from a reporter (on the collector
+/// thread), where waiting would deadlock.
+///
+/// ```
+/// minitrace::flush();
+/// ```
+pub fn flush() {
+    if !crate::ENABLED || !reporter_is_set() || ON_COLLECTOR_THREAD.with(Cell::get) {
+        return;
+    }
+    let deadline = StdInstant::now() + FLUSH_TIMEOUT;
+    let mut control = lock_control();
+    control.flushes_requested += 1;
+    let wanted = control.flushes_requested;
+    WAKE.notify_one();
+    while control.flushes_done < wanted {
+        let Some(left) = deadline.checked_duration_since(StdInstant::now()) else {
+            return;
+        };
+        control = FLUSHED
+            .wait_timeout(control, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn run_collector() {
+    ON_COLLECTOR_THREAD.with(|on| on.set(true));
+    let mut collector: Option<Collector> = None;
+    loop {
+        let (pending, flush_target) = {
+            let mut control = lock_control();
+            let interval = collector
+                .as_ref()
+                .map_or(Duration::from_millis(10), |c| c.config().report_interval);
+            if control.pending.is_none() && control.flushes_requested == control.flushes_done {
+                control = WAKE
+                    .wait_timeout(control, interval)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            (control.pending.take(), control.flushes_requested)
+        };
+        if let Some(collector) = &mut collector {
+            collector.cycle();
+        }
+        if let Some((reporter, config)) = pending {
+            match &mut collector {
+                Some(collector) => collector.replace(reporter, config),
+                None => {
+                    let mut first = Collector::new(reporter, config);
+                    first.cycle();
+                    collector = Some(first);
+                }
+            }
+        }
+        let mut control = lock_control();
+        control.flushes_done = flush_target;
+        FLUSHED.notify_all();
+    }
+}
+
+fn lock_control() -> MutexGuard<'static, Control> {
+    CONTROL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
+const ID_BLOCK: u64 = 1 << 16;
+
+thread_local! {
+    static NEXT_COLLECT_ID: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// A process-unique id for a new trace's buffer in the collector, taken
+/// from a per-thread block so that starting a root touches no shared cache line.
+pub(crate) fn next_collect_id() -> u64 {
+    NEXT_COLLECT_ID.with(|cell| {
+        let (mut next, end) = cell.get();
+        if next == end {
+            next = NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            cell.set((next + 1, next + ID_BLOCK));
+        } else {
+            cell.set((next + 1, end));
+        }
+        next
+    })
+}

@@ -1,0 +1,68 @@
+use std::sync::Arc;
+
+use crate::collector::target::Targets;
+use crate::local::raw_span::RawSpan;
+
+/// What a traced thread sends to the collector thread.
+pub(crate) struct Message {
+    pub(crate) batch: Batch,
+    pub(crate) targets: Targets,
+    pub(crate) role: Role,
+}
+
+pub(crate) enum Batch {
+    /// A thread-safe span.
+    Span(RawSpan),
+    /// The local spans recorded under a local parent guard.
+    Local(Vec<RawSpan>),
+    /// A [`LocalSpans`](crate::local::LocalSpans) batch mounted under a span.
+    /// The same batch can be mounted under several spans of one trace, so
+    /// its span ids are re-derived per parent to keep them unique.
+    Mounted(Arc<Vec<RawSpan>>),
+    /// One of the above shared by several targets.
+    Shared(Arc<Vec<RawSpan>>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Child,
+    /// The root finished: its trace is complete.
+    Root,
+    /// The root was cancelled: discard its trace.
+    CancelledRoot,
+}
+
+impl Batch {
+    pub(crate) fn span_count(&self) -> usize {
+        let count_spans = |spans: &[RawSpan]| spans.iter().filter(|span| !span.is_event).count();
+        match self {
+            Batch::Span(_) => 1,
+            Batch::Local(spans) => count_spans(spans),
+            Batch::Mounted(spans) | Batch::Shared(spans) => count_spans(spans),
+        }
+    }
+
+    /// One batch per target, sharing the spans between them.
+    pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
+        let (spans, mounted) = match self {
+            Batch::Span(raw) => (Arc::new(vec![raw]), false),
+            Batch::Local(spans) => (Arc::new(spans), false),
+            Batch::Mounted(spans) => (spans, true),
+            Batch::Shared(spans) => (spans, false),
+        };
+        let handle = |_| {
+            if mounted {
+                Batch::Mounted(spans.clone())
+            } else {
+                Batch::Shared(spans.clone())
+            }
+        };
+        (0..copies).map(handle).collect()
+    }
+}
+
+impl Message {
+    pub(crate) fn span_count(&self) -> usize {
+        self.batch.span_count() * self.targets.as_slice().len()
+    }
+}

@@ -1,0 +1,83 @@
+use std::sync::{Arc, Mutex};
+
+use crate::collector::SpanRecord;
+
+/// Receives finished spans from the collector thread, in batches.
+///
+/// `report` runs on the collector's own thread, never on a traced thread,
+/// so it may do I/O. A reporter that panics loses that batch (counted in
+/// [`Stats::dropped_by_reporter`](crate::collector::Stats::dropped_by_reporter))
+/// and keeps receiving later batches.
+///
+/// ```
+/// use minitrace::collector::{Reporter, SpanRecord};
+///
+/// struct CountingReporter(usize);
+///
+/// impl Reporter for CountingReporter {
+///     fn report(&mut self, spans: &[SpanRecord]) {
+///         self.0 += spans.len();
+///     }
+/// }
+/// ```
+pub trait Reporter: Send + 'static {
+    /// Delivers one batch. The spans of one trace may arrive over several
+    /// batches (with `report_before_root_finish`, or when children finish
+    /// after their root).
+    fn report(&mut self, spans: &[SpanRecord]);
+}
+
+/// Prints every span to standard error, in Rust's pretty debug format.
+///
+/// ```
+/// use minitrace::collector::{Config, ConsoleReporter};
+///
+/// minitrace::set_reporter(ConsoleReporter, Config::default());
+/// ```
+pub struct ConsoleReporter;
+
+impl Reporter for ConsoleReporter {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        for span in spans {
+            eprintln!("{span:#?}");
+        }
+    }
+}
+
+/// Keeps every reported span in a shared vector, for tests.
+///
+/// ```
+/// use minitrace::collector::{Config, TestReporter};
+/// use minitrace::prelude::*;
+///
+/// let (reporter, spans) = TestReporter::new();
+/// minitrace::set_reporter(reporter, Config::default());
+/// drop(Span::root("request", SpanContext::random()));
+/// minitrace::flush();
+/// assert!(spans.lock().unwrap().iter().any(|span| span.name == "request"));
+/// ```
+pub struct TestReporter {
+    /// The spans reported so far.
+    pub spans: Arc<Mutex<Vec<SpanRecord>>>,
+}
+
+impl TestReporter {
+    /// A reporter and a handle to the spans it will collect.
+    ///
+    /// ```
+    /// let (_reporter, spans) = minitrace::collector::TestReporter::new();
+    /// assert!(spans.lock().unwrap().is_empty());
+    /// ```
+    pub fn new() -> (TestReporter, Arc<Mutex<Vec<SpanRecord>>>) {
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        (TestReporter { spans: spans.clone() }, spans)
+    }
+}
+
+impl Reporter for TestReporter {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        // A test that panicked while holding the lock must not stop reporting.
+        let mut all = self.spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        all.extend_from_slice(spans);
+    }
+}

@@ -1,0 +1,104 @@
+//! Counters of what happened to finished spans, so that nothing is lost
+//! without a trace: every span is either reported, deliberately not reported
+//! (sampled out), or counted under the bound that dropped it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static REPORTED: AtomicU64 = AtomicU64::new(0);
+static SAMPLED_OUT: AtomicU64 = AtomicU64::new(0);
+static NO_REPORTER: AtomicU64 = AtomicU64::new(0);
+static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
+static TRACE_TOO_LARGE: AtomicU64 = AtomicU64::new(0);
+static REPORTER_FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// A snapshot of the collector's counters, since the process started.
+///
+/// ```
+/// let stats = minitrace::collector::stats();
+/// println!("{} spans reported, {} dropped", stats.spans_reported, stats.dropped());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Span records handed to a reporter (one span mounted under two parents
+    /// counts twice, as it yields two records).
+    pub spans_reported: u64,
+    /// Spans of traces that the latency threshold
+    /// ([`Config::report_slow_traces_only`](crate::collector::Config::report_slow_traces_only))
+    /// or a root's [`cancel`](crate::Span::cancel) chose not to report. Not a loss.
+    pub spans_sampled_out: u64,
+    /// Root spans started while no reporter was set (they and their children
+    /// are never recorded).
+    pub roots_without_reporter: u64,
+    /// Spans dropped because a thread's queue to the collector was full: the
+    /// collector or the reporter cannot keep up.
+    pub dropped_queue_full: u64,
+    /// Spans dropped by a span-count bound: `max_spans_per_trace`, or the
+    /// per-thread limit on local spans under one parent.
+    pub dropped_trace_too_large: u64,
+    /// Spans a reporter failed to deliver (it panicked, or counted them with
+    /// [`count_dropped_by_reporter`](crate::collector::count_dropped_by_reporter)).
+    pub dropped_by_reporter: u64,
+}
+
+impl Stats {
+    /// All spans lost to a bound or a failure (sampling excluded).
+    ///
+    /// ```
+    /// assert_eq!(minitrace::collector::Stats::default().dropped(), 0);
+    /// ```
+    pub fn dropped(&self) -> u64 {
+        self.dropped_queue_full + self.dropped_trace_too_large + self.dropped_by_reporter
+    }
+}
+
+/// Reads the counters.
+///
+/// ```
+/// let before = minitrace::collector::stats();
+/// assert!(minitrace::collector::stats().spans_reported >= before.spans_reported);
+/// ```
+pub fn stats() -> Stats {
+    let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    Stats {
+        spans_reported: read(&REPORTED),
+        spans_sampled_out: read(&SAMPLED_OUT),
+        roots_without_reporter: read(&NO_REPORTER),
+        dropped_queue_full: read(&QUEUE_FULL),
+        dropped_trace_too_large: read(&TRACE_TOO_LARGE),
+        dropped_by_reporter: read(&REPORTER_FAILED),
+    }
+}
+
+/// For [`Reporter`](crate::collector::Reporter)s: counts spans that were handed
+/// to the reporter but could not be delivered (a full socket buffer, an
+/// unreachable agent, a span too large to send), so they show up in
+/// [`stats`] as [`dropped_by_reporter`](Stats::dropped_by_reporter).
+///
+/// ```
+/// minitrace::collector::count_dropped_by_reporter(3);
+/// assert!(minitrace::collector::stats().dropped_by_reporter >= 3);
+/// ```
+pub fn count_dropped_by_reporter(spans: u64) {
+    REPORTER_FAILED.fetch_add(spans, Ordering::Relaxed);
+}
+
+pub(crate) fn count_reported(spans: usize) {
+    REPORTED.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_sampled_out(spans: usize) {
+    SAMPLED_OUT.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_root_without_reporter() {
+    NO_REPORTER.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn count_queue_full(spans: usize) {
+    QUEUE_FULL.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_trace_too_large(spans: usize) {
+    TRACE_TOO_LARGE.fetch_add(spans as u64, Ordering::Relaxed);
+}

@@ -1,0 +1,106 @@
+//! Tracing for futures: [`FutureExt::in_span`] keeps a [`Span`] for the
+//! future's whole life and makes it the local parent while it is polled;
+//! [`FutureExt::enter_on_poll`] records one local span per poll.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::local::LocalSpan;
+use crate::Span;
+
+impl<T: Future> FutureExt for T {}
+
+/// Adapters that trace a future.
+///
+/// ```
+/// use minitrace::prelude::*;
+///
+/// # async fn fetch() {}
+/// async fn handle() {
+///     let root = Span::root("request", SpanContext::random());
+///     fetch().in_span(Span::enter_with_parent("fetch", &root)).await;
+/// }
+/// ```
+pub trait FutureExt: Future + Sized {
+    /// Runs the future inside `span`: the span lasts from the first poll
+    /// until the future completes or is dropped, and is the local parent
+    /// during every poll, wherever the future is polled.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// let traced = async { 1 + 1 }.in_span(Span::enter_with_parent("add", &root));
+    /// # drop(traced);
+    /// ```
+    #[inline]
+    fn in_span(self, span: Span) -> InSpan<Self> {
+        InSpan {
+            inner: self,
+            span: Some(span),
+        }
+    }
+
+    /// Records a local span named `name` around each poll of the future,
+    /// under the local parent of the thread polling it.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let traced = async { 1 + 1 }.enter_on_poll("add");
+    /// # drop(traced);
+    /// ```
+    #[inline]
+    fn enter_on_poll(self, name: impl Into<Cow<'static, str>>) -> EnterOnPoll<Self> {
+        EnterOnPoll {
+            inner: self,
+            name: name.into(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future traced by a [`Span`]; see [`FutureExt::in_span`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct InSpan<T> {
+        #[pin]
+        inner: T,
+        span: Option<Span>,
+    }
+}
+
+impl<T: Future> Future for InSpan<T> {
+    type Output = T::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self.project();
+        let guard = this.span.as_ref().map(Span::set_local_parent);
+        let result = this.inner.poll(cx);
+        drop(guard);
+        if result.is_ready() {
+            // The span ends when the future completes, not when it is dropped.
+            this.span.take();
+        }
+        result
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future with a local span around each poll; see [`FutureExt::enter_on_poll`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct EnterOnPoll<T> {
+        #[pin]
+        inner: T,
+        name: Cow<'static, str>,
+    }
+}
+
+impl<T: Future> Future for EnterOnPoll<T> {
+    type Output = T::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self.project();
+        let _span = LocalSpan::enter_with_local_parent(this.name.clone());
+        this.inner.poll(cx)
+    }
+}

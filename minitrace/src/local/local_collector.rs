@@ -1,0 +1,119 @@
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::collector::target::Target;
+use crate::collector::{SpanContext, SpanRecord};
+use crate::local::raw_span::RawSpan;
+use crate::local::stack;
+
+/// Collects the local spans started on this thread while it is alive,
+/// without a parent span: the batch ([`LocalSpans`]) can then be mounted
+/// under any number of [`Span`](crate::Span)s with
+/// [`Span::push_child_spans`](crate::Span::push_child_spans), e.g. one batch
+/// of work done for several requests at once.
+///
+/// ```
+/// use minitrace::local::{LocalCollector, LocalSpan};
+/// use minitrace::prelude::*;
+///
+/// let collector = LocalCollector::start();
+/// let _ = LocalSpan::enter_with_local_parent("write batch to disk");
+/// let spans = collector.collect();
+///
+/// for request in [Span::root("put a", SpanContext::random()), Span::root("put b", SpanContext::random())] {
+///     request.push_child_spans(spans.clone());
+/// }
+/// ```
+#[must_use]
+#[derive(Default)]
+pub struct LocalCollector {
+    epoch: Option<u64>,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// A batch of finished local spans from a [`LocalCollector`]; cheap to clone.
+///
+/// ```
+/// let spans = minitrace::local::LocalCollector::start().collect();
+/// let copy = spans.clone();
+/// # let _ = copy;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct LocalSpans {
+    pub(crate) spans: Option<Arc<Vec<RawSpan>>>,
+}
+
+impl LocalCollector {
+    /// Starts collecting this thread's local spans.
+    ///
+    /// ```
+    /// let collector = minitrace::local::LocalCollector::start();
+    /// # drop(collector);
+    /// ```
+    pub fn start() -> LocalCollector {
+        if !crate::ENABLED {
+            return LocalCollector::default();
+        }
+        LocalCollector {
+            epoch: stack::push_line(None),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Stops collecting and returns the spans; spans still open are closed now.
+    ///
+    /// ```
+    /// let spans = minitrace::local::LocalCollector::start().collect();
+    /// # let _ = spans;
+    /// ```
+    pub fn collect(mut self) -> LocalSpans {
+        let spans = self
+            .epoch
+            .take()
+            .and_then(stack::pop_line)
+            .map(|line| Arc::new(line.take_spans()));
+        LocalSpans { spans }
+    }
+}
+
+impl Drop for LocalCollector {
+    /// Dropped without `collect`: the spans are discarded.
+    fn drop(&mut self) {
+        if let Some(epoch) = self.epoch.take() {
+            drop(stack::pop_line(epoch));
+        }
+    }
+}
+
+impl LocalSpans {
+    /// The spans as records under `parent`, without going through a reporter:
+    /// for reporting them elsewhere, or for tests.
+    ///
+    /// ```
+    /// use minitrace::local::{LocalCollector, LocalSpan};
+    /// use minitrace::prelude::*;
+    ///
+    /// let collector = LocalCollector::start();
+    /// drop(LocalSpan::enter_with_local_parent("step"));
+    /// let records = collector.collect().to_span_records(SpanContext::random());
+    /// assert_eq!(records.len(), 1);
+    /// ```
+    pub fn to_span_records(&self, parent: SpanContext) -> Vec<SpanRecord> {
+        let Some(spans) = &self.spans else {
+            return Vec::new();
+        };
+        let target = Target {
+            trace_id: parent.trace_id,
+            parent_id: parent.span_id,
+            collect_id: 0,
+        };
+        let mut records = Vec::with_capacity(spans.len());
+        let batch = crate::collector::message::Batch::Shared(spans.clone());
+        crate::collector::assemble::into_records(
+            vec![(batch, target)],
+            &minstant::Anchor::new(),
+            &mut records,
+        );
+        records
+    }
+}

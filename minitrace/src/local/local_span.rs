@@ -1,0 +1,128 @@
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use crate::local::stack::{self, LocalSpanHandle};
+
+/// A span on the current thread's fast path: starting one is a clock read
+/// and a `Vec::push` into the thread's current span line; its parent is the
+/// innermost open local span, or the line's [`Span`](crate::Span).
+///
+/// Without a local parent (see [`Span::set_local_parent`](crate::Span::set_local_parent)
+/// and [`LocalCollector`](crate::local::LocalCollector)) it is a no-op.
+/// It cannot leave its thread; the span ends when it is dropped.
+///
+/// ```
+/// use minitrace::prelude::*;
+///
+/// let root = Span::root("request", SpanContext::random());
+/// let _guard = root.set_local_parent();
+/// {
+///     let _parse = LocalSpan::enter_with_local_parent("parse").with_property(|| ("bytes", "42"));
+///     let _lex = LocalSpan::enter_with_local_parent("lex"); // a child of "parse"
+/// }
+/// ```
+#[must_use]
+#[derive(Default)]
+pub struct LocalSpan {
+    handle: Option<LocalSpanHandle>,
+    /// Local spans belong to their thread's span stack.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl LocalSpan {
+    /// Starts a span under the current local parent.
+    ///
+    /// ```
+    /// let _span = minitrace::local::LocalSpan::enter_with_local_parent("work");
+    /// ```
+    #[inline]
+    pub fn enter_with_local_parent(name: impl Into<Cow<'static, str>>) -> LocalSpan {
+        if !crate::ENABLED {
+            return LocalSpan::default();
+        }
+        LocalSpan {
+            handle: stack::enter_span(name),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Adds a property to this span. The closure runs only when the span is
+    /// recorded, so building the value costs nothing otherwise.
+    ///
+    /// ```
+    /// let _span = minitrace::local::LocalSpan::enter_with_local_parent("get")
+    ///     .with_property(|| ("key", "user:42"));
+    /// ```
+    pub fn with_property<K, V, F>(self, property: F) -> LocalSpan
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        F: FnOnce() -> (K, V),
+    {
+        self.with_properties(|| [property()])
+    }
+
+    /// Adds properties to this span (evaluated only when recorded).
+    ///
+    /// ```
+    /// let _span = minitrace::local::LocalSpan::enter_with_local_parent("get")
+    ///     .with_properties(|| [("key", "user:42"), ("cache", "hit")]);
+    /// ```
+    pub fn with_properties<K, V, I, F>(self, properties: F) -> LocalSpan
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        I: IntoIterator<Item = (K, V)>,
+        F: FnOnce() -> I,
+    {
+        if let Some(handle) = self.handle {
+            stack::add_properties_to_span(handle, crate::util::properties(properties));
+        }
+        self
+    }
+
+    /// Adds a property to the current thread's innermost open local span;
+    /// no effect when there is none.
+    ///
+    /// ```
+    /// use minitrace::local::LocalSpan;
+    /// let _span = LocalSpan::enter_with_local_parent("get");
+    /// LocalSpan::add_property(|| ("rows", "3"));
+    /// ```
+    pub fn add_property<K, V, F>(property: F)
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        F: FnOnce() -> (K, V),
+    {
+        LocalSpan::add_properties(|| [property()])
+    }
+
+    /// Adds properties to the current thread's innermost open local span.
+    ///
+    /// ```
+    /// use minitrace::local::LocalSpan;
+    /// let _span = LocalSpan::enter_with_local_parent("get");
+    /// LocalSpan::add_properties(|| [("rows", "3"), ("index", "primary")]);
+    /// ```
+    pub fn add_properties<K, V, I, F>(properties: F)
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        I: IntoIterator<Item = (K, V)>,
+        F: FnOnce() -> I,
+    {
+        if crate::ENABLED && stack::has_open_local_span() {
+            stack::add_properties_to_current(crate::util::properties(properties));
+        }
+    }
+}
+
+impl Drop for LocalSpan {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            stack::exit_span(handle);
+        }
+    }
+}

@@ -1,0 +1,59 @@
+use std::borrow::Cow;
+
+use minstant::Instant;
+
+use crate::collector::record::Property;
+use crate::collector::SpanId;
+
+/// A span as recorded on the hot path: ticks, not nanoseconds, and no
+/// trace id (the batch it travels in knows its trace). Events are raw spans
+/// of zero length flagged `is_event`, whose parent is the span they belong to.
+#[derive(Debug, Clone)]
+pub(crate) struct RawSpan {
+    pub(crate) id: SpanId,
+    /// [`LINE_PARENT`] for a span whose parent is whatever its batch is
+    /// mounted under.
+    pub(crate) parent_id: SpanId,
+    pub(crate) begin: Instant,
+    /// `Instant::ZERO` while the span is open.
+    pub(crate) end: Instant,
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) properties: Vec<Property>,
+    pub(crate) is_event: bool,
+}
+
+/// The parent id of the top-level spans of a batch: resolved to the
+/// mounting span's id when the batch is collected.
+pub(crate) const LINE_PARENT: SpanId = SpanId(0);
+
+impl RawSpan {
+    #[inline]
+    pub(crate) fn begin(id: SpanId, parent_id: SpanId, name: Cow<'static, str>) -> RawSpan {
+        RawSpan {
+            id,
+            parent_id,
+            begin: Instant::now(),
+            end: Instant::ZERO,
+            name,
+            properties: Vec::new(),
+            is_event: false,
+        }
+    }
+
+    pub(crate) fn event(parent_id: SpanId, name: Cow<'static, str>, properties: Vec<Property>) -> RawSpan {
+        let now = Instant::now();
+        RawSpan {
+            id: SpanId::random(),
+            parent_id,
+            begin: now,
+            end: now,
+            name,
+            properties,
+            is_event: true,
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.end == Instant::ZERO
+    }
+}

@@ -1,0 +1,186 @@
+//! The per-thread stack of span lines. A line is what local spans are
+//! recorded into: one per live [`LocalParentGuard`](crate::local::LocalParentGuard)
+//! (spans go to the guard's span) or [`LocalCollector`](crate::local::LocalCollector)
+//! (spans are handed back to the caller). The top line is the current one.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+
+use crate::collector::message::{Batch, Message, Role};
+use crate::collector::record::Property;
+use crate::collector::target::Targets;
+use crate::collector::{queue, SpanContext};
+use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::local::span_queue::{QueueSlot, SpanQueue};
+
+pub(crate) struct SpanLine {
+    epoch: u64,
+    queue: SpanQueue,
+    /// Where the line's spans are reported; `None` for a `LocalCollector`.
+    targets: Option<Targets>,
+}
+
+impl SpanLine {
+    /// Closes open spans and sends everything to the line's targets.
+    pub(crate) fn submit(mut self) {
+        let spans = self.queue.take_all();
+        if let (Some(targets), false) = (self.targets, spans.is_empty()) {
+            queue::submit(Message {
+                batch: Batch::Local(spans),
+                targets,
+                role: Role::Child,
+            });
+        }
+    }
+
+    pub(crate) fn take_spans(mut self) -> Vec<RawSpan> {
+        self.queue.take_all()
+    }
+}
+
+/// Where a local span lives: its line and its place in the line's queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalSpanHandle {
+    epoch: u64,
+    slot: QueueSlot,
+}
+
+pub(crate) struct LocalStack {
+    lines: Vec<SpanLine>,
+    next_epoch: u64,
+}
+
+thread_local! {
+    static STACK: RefCell<LocalStack> = const { RefCell::new(LocalStack { lines: Vec::new(), next_epoch: 1 }) };
+}
+
+/// Runs `f` on this thread's stack; `None` while the thread is exiting, or
+/// if called re-entrantly (never from our code; then the caller gets a no-op).
+#[inline]
+fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
+    STACK
+        .try_with(|stack| stack.try_borrow_mut().ok().map(|mut stack| f(&mut stack)))
+        .ok()
+        .flatten()
+}
+
+/// Opens a line; returns its epoch, the key to close it with.
+pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
+    with_stack(|stack| {
+        let epoch = stack.next_epoch;
+        stack.next_epoch += 1;
+        stack.lines.push(SpanLine {
+            epoch,
+            queue: SpanQueue::default(),
+            targets,
+        });
+        epoch
+    })
+}
+
+/// Removes a line (normally the top one; guards dropped out of order are
+/// found further down).
+pub(crate) fn pop_line(epoch: u64) -> Option<SpanLine> {
+    with_stack(|stack| {
+        let position = stack.lines.iter().rposition(|line| line.epoch == epoch)?;
+        Some(stack.lines.remove(position))
+    })
+    .flatten()
+}
+
+#[inline]
+pub(crate) fn enter_span(name: impl Into<Cow<'static, str>>) -> Option<LocalSpanHandle> {
+    with_stack(|stack| {
+        let line = stack.lines.last_mut()?;
+        let slot = line.queue.start_span(name.into())?;
+        Some(LocalSpanHandle {
+            epoch: line.epoch,
+            slot,
+        })
+    })
+    .flatten()
+}
+
+#[inline]
+pub(crate) fn exit_span(handle: LocalSpanHandle) {
+    with_stack(|stack| {
+        if let Some(line) = stack
+            .lines
+            .iter_mut()
+            .rev()
+            .find(|line| line.epoch == handle.epoch)
+        {
+            line.queue.finish_span(handle.slot);
+        }
+    });
+}
+
+pub(crate) fn add_properties_to_span(handle: LocalSpanHandle, properties: Vec<Property>) {
+    with_stack(|stack| {
+        if let Some(line) = stack
+            .lines
+            .iter_mut()
+            .rev()
+            .find(|line| line.epoch == handle.epoch)
+        {
+            line.queue.add_properties(handle.slot.index, properties);
+        }
+    });
+}
+
+pub(crate) fn add_properties_to_current(properties: Vec<Property>) {
+    with_stack(|stack| {
+        if let Some(line) = stack.lines.last_mut() {
+            line.queue.add_properties_to_current(properties);
+        }
+    });
+}
+
+pub(crate) fn add_event(name: Cow<'static, str>, properties: Vec<Property>) {
+    with_stack(|stack| {
+        if let Some(line) = stack.lines.last_mut() {
+            line.queue.add_event(name, properties);
+        }
+    });
+}
+
+/// The targets a thread-safe span started under the current local parent
+/// gets: `None` without a local parent or inside a `LocalCollector`.
+pub(crate) fn current_targets() -> Option<Targets> {
+    with_stack(|stack| {
+        let line = stack.lines.last()?;
+        let targets = line.targets.as_ref()?;
+        Some(match line.queue.current_parent_id() {
+            LINE_PARENT => targets.clone(),
+            local_parent => targets.with_parent(local_parent),
+        })
+    })
+    .flatten()
+}
+
+pub(crate) fn current_context() -> Option<SpanContext> {
+    let targets = current_targets()?;
+    let target = targets.first();
+    Some(SpanContext::new(target.trace_id, target.parent_id))
+}
+
+impl Drop for LocalStack {
+    /// A thread exiting with guards still open: their spans are closed now
+    /// and reported, not lost.
+    fn drop(&mut self) {
+        for line in self.lines.drain(..) {
+            line.submit();
+        }
+    }
+}
+
+/// Whether there is an innermost open local span to add properties to.
+pub(crate) fn has_open_local_span() -> bool {
+    with_stack(|stack| {
+        stack
+            .lines
+            .last()
+            .is_some_and(|line| line.queue.current_parent_id() != LINE_PARENT)
+    })
+    .unwrap_or(false)
+}

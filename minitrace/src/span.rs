@@ -1,0 +1,367 @@
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::collector::message::{Batch, Message, Role};
+use crate::collector::record::Property;
+use crate::collector::target::{Target, Targets};
+use crate::collector::{global, queue, stats, SpanContext, SpanId};
+use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::local::stack;
+use crate::local::LocalSpans;
+
+/// A thread-safe span: it can be sent to other threads, held across
+/// `.await`s, and have several parents. It ends when dropped.
+///
+/// A trace starts with [`Span::root`]; children are started with an
+/// explicit parent ([`enter_with_parent`](Span::enter_with_parent)) or under
+/// the thread's local parent ([`enter_with_local_parent`](Span::enter_with_local_parent)).
+/// For spans that stay on one thread, [`LocalSpan`](crate::local::LocalSpan)
+/// is several times cheaper.
+///
+/// ```
+/// use minitrace::prelude::*;
+///
+/// let root = Span::root("request", SpanContext::random());
+/// let worker = {
+///     let child = Span::enter_with_parent("on another thread", &root);
+///     std::thread::spawn(move || {
+///         let _child = child;
+///         // ... work ...
+///     })
+/// };
+/// worker.join().unwrap();
+/// ```
+#[must_use]
+#[derive(Default)]
+pub struct Span {
+    inner: Option<Box<SpanInner>>,
+}
+
+struct SpanInner {
+    raw: RawSpan,
+    targets: Targets,
+    role: Role,
+}
+
+impl Span {
+    /// A span that records nothing.
+    ///
+    /// ```
+    /// let span = minitrace::Span::noop();
+    /// assert!(span.elapsed().is_none());
+    /// ```
+    #[inline]
+    pub fn noop() -> Span {
+        Span { inner: None }
+    }
+
+    /// Starts a trace. `parent` gives the trace id and, for a trace continued
+    /// from another process, the remote parent's span id.
+    ///
+    /// A no-op when `parent` is not sampled, or when no reporter is set (see
+    /// [`set_reporter`](crate::set_reporter)).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// ```
+    #[inline]
+    pub fn root(name: impl Into<Cow<'static, str>>, parent: SpanContext) -> Span {
+        if !crate::ENABLED || !parent.sampled {
+            return Span::noop();
+        }
+        if !global::reporter_is_set() {
+            stats::count_root_without_reporter();
+            return Span::noop();
+        }
+        let target = Target {
+            trace_id: parent.trace_id,
+            parent_id: parent.span_id,
+            collect_id: global::next_collect_id(),
+        };
+        Span::start(name, Targets::One(target), Role::Root)
+    }
+
+    /// Starts a child of `parent` (a no-op if `parent` is one).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// let child = Span::enter_with_parent("step", &root);
+    /// ```
+    #[inline]
+    pub fn enter_with_parent(name: impl Into<Cow<'static, str>>, parent: &Span) -> Span {
+        match &parent.inner {
+            Some(parent) if crate::ENABLED => {
+                Span::start(name, parent.targets.with_parent(parent.raw.id), Role::Child)
+            }
+            _ => Span::noop(),
+        }
+    }
+
+    /// Starts a span that is a child of every span in `parents`: it is
+    /// reported once under each (no-op parents are skipped).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let a = Span::root("request a", SpanContext::random());
+    /// let b = Span::root("request b", SpanContext::random());
+    /// let shared = Span::enter_with_parents("batched write", [&a, &b]);
+    /// ```
+    pub fn enter_with_parents<'a>(
+        name: impl Into<Cow<'static, str>>,
+        parents: impl IntoIterator<Item = &'a Span>,
+    ) -> Span {
+        if !crate::ENABLED {
+            return Span::noop();
+        }
+        let targets = parents
+            .into_iter()
+            .filter_map(|parent| parent.inner.as_ref())
+            .flat_map(|parent| parent.targets.with_parent(parent.raw.id).as_slice().to_vec())
+            .collect();
+        match Targets::from_vec(targets) {
+            Some(targets) => Span::start(name, targets, Role::Child),
+            None => Span::noop(),
+        }
+    }
+
+    /// Starts a child of the current thread's local parent (see
+    /// [`set_local_parent`](Span::set_local_parent)); a no-op without one.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// let _guard = root.set_local_parent();
+    /// let child = Span::enter_with_local_parent("step"); // a child of "request"
+    /// ```
+    #[inline]
+    pub fn enter_with_local_parent(name: impl Into<Cow<'static, str>>) -> Span {
+        if !crate::ENABLED {
+            return Span::noop();
+        }
+        match stack::current_targets() {
+            Some(targets) => Span::start(name, targets, Role::Child),
+            None => Span::noop(),
+        }
+    }
+
+    /// Makes this span the current thread's local parent until the guard is
+    /// dropped: [`LocalSpan`](crate::local::LocalSpan)s started meanwhile are
+    /// its descendants. On drop, the guard sends them to the collector in one
+    /// batch (spans still open are closed then).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// let _guard = root.set_local_parent();
+    /// let _step = LocalSpan::enter_with_local_parent("step");
+    /// ```
+    pub fn set_local_parent(&self) -> LocalParentGuard {
+        let epoch = match &self.inner {
+            Some(inner) if crate::ENABLED => stack::push_line(Some(inner.targets.with_parent(inner.raw.id))),
+            _ => None,
+        };
+        LocalParentGuard {
+            epoch,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Adds a property (the closure runs only for a recording span).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random()).with_property(|| ("user", "42"));
+    /// ```
+    pub fn with_property<K, V, F>(self, property: F) -> Span
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        F: FnOnce() -> (K, V),
+    {
+        self.with_properties(|| [property()])
+    }
+
+    /// Adds properties (the closure runs only for a recording span).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random())
+    ///     .with_properties(|| [("user", "42"), ("region", "eu")]);
+    /// ```
+    pub fn with_properties<K, V, I, F>(mut self, properties: F) -> Span
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        I: IntoIterator<Item = (K, V)>,
+        F: FnOnce() -> I,
+    {
+        self.add_properties(properties);
+        self
+    }
+
+    /// Adds a property to a span already started.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let mut root = Span::root("request", SpanContext::random());
+    /// root.add_property(|| ("status", "200"));
+    /// ```
+    pub fn add_property<K, V, F>(&mut self, property: F)
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        F: FnOnce() -> (K, V),
+    {
+        self.add_properties(|| [property()])
+    }
+
+    /// Adds properties to a span already started.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let mut root = Span::root("request", SpanContext::random());
+    /// root.add_properties(|| [("status", "200"), ("bytes", "512")]);
+    /// ```
+    pub fn add_properties<K, V, I, F>(&mut self, properties: F)
+    where
+        K: Into<Cow<'static, str>>,
+        V: Into<Cow<'static, str>>,
+        I: IntoIterator<Item = (K, V)>,
+        F: FnOnce() -> I,
+    {
+        if let Some(inner) = &mut self.inner {
+            inner.raw.properties.extend(crate::util::properties(properties));
+        }
+    }
+
+    /// Mounts a batch of local spans (from a [`LocalCollector`](crate::local::LocalCollector))
+    /// under this span. The same batch can be mounted under many spans.
+    ///
+    /// ```
+    /// use minitrace::local::LocalCollector;
+    /// use minitrace::prelude::*;
+    /// let spans = LocalCollector::start().collect();
+    /// let root = Span::root("request", SpanContext::random());
+    /// root.push_child_spans(spans);
+    /// ```
+    pub fn push_child_spans(&self, local_spans: LocalSpans) {
+        let (Some(inner), Some(spans)) = (&self.inner, local_spans.spans) else {
+            return;
+        };
+        if spans.is_empty() {
+            return;
+        }
+        let targets = inner.targets.with_parent(inner.raw.id);
+        queue::submit(Message {
+            batch: Batch::Mounted(spans),
+            targets,
+            role: Role::Child,
+        });
+    }
+
+    /// Time since the span started; `None` for a no-op span.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let root = Span::root("request", SpanContext::random());
+    /// if let Some(elapsed) = root.elapsed() {
+    ///     println!("{elapsed:?} so far");
+    /// }
+    /// ```
+    pub fn elapsed(&self) -> Option<Duration> {
+        self.inner.as_ref().map(|inner| inner.raw.begin.elapsed())
+    }
+
+    /// Drops the span without reporting it. Cancelling a root discards its
+    /// whole trace (counted in [`Stats::spans_sampled_out`](crate::collector::Stats::spans_sampled_out)).
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let mut root = Span::root("health check", SpanContext::random());
+    /// root.cancel();
+    /// ```
+    pub fn cancel(&mut self) {
+        if let Some(inner) = &mut self.inner {
+            if inner.role == Role::Root {
+                inner.role = Role::CancelledRoot;
+            } else {
+                self.inner = None;
+            }
+        }
+    }
+
+    pub(crate) fn context(&self) -> Option<SpanContext> {
+        let inner = self.inner.as_ref()?;
+        Some(SpanContext::new(inner.targets.first().trace_id, inner.raw.id))
+    }
+
+    /// Events travel on their own, as a batch of one mounted under this span,
+    /// so that `Event::add_to_parent` can take `&Span` as in 0.6.
+    pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
+        if let Some(inner) = &self.inner {
+            let event = RawSpan::event(LINE_PARENT, name, properties);
+            let targets = inner.targets.with_parent(inner.raw.id);
+            queue::submit(Message {
+                batch: Batch::Local(vec![event]),
+                targets,
+                role: Role::Child,
+            });
+        }
+    }
+
+    #[inline]
+    fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
+        // The parent comes from each target, so it is left to the collector.
+        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into());
+        Span {
+            inner: Some(Box::new(SpanInner { raw, targets, role })),
+        }
+    }
+}
+
+impl Drop for Span {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let SpanInner {
+                mut raw,
+                targets,
+                role,
+            } = *inner;
+            raw.end = minstant::Instant::now();
+            queue::submit(Message {
+                batch: Batch::Span(raw),
+                targets,
+                role,
+            });
+        }
+    }
+}
+
+/// Makes a [`Span`] the thread's local parent while alive; see
+/// [`Span::set_local_parent`]. Dropping it sends the local spans recorded
+/// under it to the collector.
+///
+/// ```
+/// use minitrace::prelude::*;
+/// let root = Span::root("request", SpanContext::random());
+/// let guard = root.set_local_parent();
+/// drop(guard);
+/// ```
+#[must_use]
+#[derive(Default)]
+pub struct LocalParentGuard {
+    epoch: Option<u64>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for LocalParentGuard {
+    fn drop(&mut self) {
+        if let Some(line) = self.epoch.take().and_then(stack::pop_line) {
+            line.submit();
+        }
+    }
+}

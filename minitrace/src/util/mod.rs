@@ -1,0 +1,23 @@
+//! Small helpers shared by the crate.
+
+pub(crate) mod rand;
+#[doc(hidden)]
+pub mod tree;
+
+use std::borrow::Cow;
+
+use crate::collector::record::Property;
+
+/// Evaluates a user's properties closure into owned pairs.
+pub(crate) fn properties<K, V, I, F>(properties: F) -> Vec<Property>
+where
+    K: Into<Cow<'static, str>>,
+    V: Into<Cow<'static, str>>,
+    I: IntoIterator<Item = (K, V)>,
+    F: FnOnce() -> I,
+{
+    properties()
+        .into_iter()
+        .map(|(key, value)| (key.into(), value.into()))
+        .collect()
+}

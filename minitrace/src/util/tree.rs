@@ -1,0 +1,62 @@
+//! Renders span records as an indented tree, for tests that check the shape
+//! of a trace:
+//!
+//! ```text
+//! root []
+//!     child [("key", "value")]
+//! ```
+//!
+//! Each line is a span's name and its properties; children are indented by
+//! four spaces and sorted, so the text does not depend on timing.
+
+use std::collections::HashMap;
+
+use crate::collector::{SpanId, SpanRecord};
+
+/// The tree of `records` (one trace) as text, starting with a newline so
+/// that it lines up with a raw string literal in a test.
+///
+/// ```
+/// use minitrace::collector::{SpanId, SpanRecord};
+/// use minitrace::util::tree::tree_str_from_span_records;
+///
+/// let records = vec![
+///     SpanRecord { span_id: SpanId(1), name: "root".into(), ..Default::default() },
+///     SpanRecord { span_id: SpanId(2), parent_id: SpanId(1), name: "child".into(), ..Default::default() },
+/// ];
+/// assert_eq!(tree_str_from_span_records(records), "\nroot []\n    child []\n");
+/// ```
+pub fn tree_str_from_span_records(records: Vec<SpanRecord>) -> String {
+    let ids: std::collections::HashSet<SpanId> = records.iter().map(|r| r.span_id).collect();
+    let mut children: HashMap<SpanId, Vec<&SpanRecord>> = HashMap::new();
+    let mut roots = Vec::new();
+    for record in &records {
+        if ids.contains(&record.parent_id) && record.parent_id != record.span_id {
+            children.entry(record.parent_id).or_default().push(record);
+        } else {
+            roots.push(record);
+        }
+    }
+    let mut rendered: Vec<String> = roots.into_iter().map(|root| render(root, &children, 0)).collect();
+    rendered.sort();
+    format!("\n{}", rendered.concat())
+}
+
+fn render(record: &SpanRecord, children: &HashMap<SpanId, Vec<&SpanRecord>>, depth: usize) -> String {
+    let mut lines = format!(
+        "{:indent$}{} {:?}\n",
+        "",
+        record.name,
+        record.properties,
+        indent = depth * 4
+    );
+    let mut subtrees: Vec<String> = children
+        .get(&record.span_id)
+        .into_iter()
+        .flatten()
+        .map(|child| render(child, children, depth + 1))
+        .collect();
+    subtrees.sort();
+    lines.extend(subtrees);
+    lines
+}

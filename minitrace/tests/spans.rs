@@ -1,0 +1,212 @@
+//! The shape of recorded traces: local and thread-safe spans, properties,
+//! events, batches mounted under several parents, and futures.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_linked, reported, trace, tree};
+use minitrace::local::{LocalCollector, LocalSpan};
+use minitrace::prelude::*;
+
+fn new_root(name: &'static str) -> (Span, TraceId) {
+    reported();
+    let context = SpanContext::random();
+    (Span::root(name, context), context.trace_id)
+}
+
+#[test]
+fn local_spans_nest_under_the_local_parent() {
+    let (root, trace_id) = new_root("root");
+    {
+        let _guard = root.set_local_parent();
+        let _a = LocalSpan::enter_with_local_parent("a").with_property(|| ("k", "v"));
+        {
+            let _b = LocalSpan::enter_with_local_parent("b");
+            LocalSpan::add_property(|| ("on", "b"));
+        }
+        let _c = LocalSpan::enter_with_local_parent("c");
+    }
+    drop(root);
+    assert_eq!(
+        tree(trace_id),
+        r#"
+root []
+    a [("k", "v")]
+        b [("on", "b")]
+        c []
+"#
+    );
+    assert_linked(&trace(trace_id));
+}
+
+#[test]
+fn thread_safe_spans_cross_threads_and_keep_their_parents() {
+    let (root, trace_id) = new_root("root");
+    let child = Span::enter_with_parent("child", &root).with_property(|| ("thread", "worker"));
+    std::thread::spawn(move || {
+        let _guard = child.set_local_parent();
+        let _local = LocalSpan::enter_with_local_parent("local on worker");
+        let _grandchild = Span::enter_with_local_parent("grandchild");
+    })
+    .join()
+    .unwrap();
+    drop(root);
+    assert_eq!(
+        tree(trace_id),
+        r#"
+root []
+    child [("thread", "worker")]
+        local on worker []
+            grandchild []
+"#
+    );
+}
+
+#[test]
+fn events_attach_to_their_spans() {
+    let (root, trace_id) = new_root("root");
+    Event::add_to_parent("on root", &root, || [("k".into(), "v".into())]);
+    {
+        let _guard = root.set_local_parent();
+        let _local = LocalSpan::enter_with_local_parent("local");
+        Event::add_to_local_parent("on local", || []);
+    }
+    drop(root);
+    let records = trace(trace_id);
+    let events_of = |name: &str| {
+        let record = records.iter().find(|r| r.name == name).unwrap();
+        record
+            .events
+            .iter()
+            .map(|e| e.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(events_of("root"), ["on root"]);
+    assert_eq!(events_of("local"), ["on local"]);
+}
+
+#[test]
+fn a_batch_of_local_spans_mounts_under_several_requests() {
+    let collector = LocalCollector::start();
+    {
+        let _write = LocalSpan::enter_with_local_parent("write");
+        let _sync = LocalSpan::enter_with_local_parent("fsync");
+    }
+    let batch = collector.collect();
+    let (a, trace_a) = new_root("put a");
+    let (b, trace_b) = new_root("put b");
+    a.push_child_spans(batch.clone());
+    b.push_child_spans(batch.clone());
+    // Twice under one trace: the ids stay unique.
+    let inner = Span::enter_with_parent("inner", &b);
+    inner.push_child_spans(batch);
+    drop((inner, a, b));
+    assert_eq!(tree(trace_a), "\nput a []\n    write []\n        fsync []\n");
+    assert_eq!(
+        tree(trace_b),
+        "\nput b []\n    inner []\n        write []\n            fsync []\n    write []\n        fsync []\n"
+    );
+    assert_linked(&trace(trace_b));
+}
+
+#[test]
+fn a_span_with_several_parents_is_reported_under_each() {
+    let (a, trace_a) = new_root("a");
+    let (b, trace_b) = new_root("b");
+    drop(Span::enter_with_parents("shared", [&a, &b]));
+    drop((a, b));
+    assert_eq!(tree(trace_a), "\na []\n    shared []\n");
+    assert_eq!(tree(trace_b), "\nb []\n    shared []\n");
+}
+
+#[test]
+fn times_are_nested_and_near_the_wall_clock() {
+    let (root, trace_id) = new_root("root");
+    {
+        let _guard = root.set_local_parent();
+        let _child = LocalSpan::enter_with_local_parent("sleep");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(root);
+    let records = trace(trace_id);
+    let root = records.iter().find(|r| r.name == "root").unwrap();
+    let child = records.iter().find(|r| r.name == "sleep").unwrap();
+    assert!(child.duration_ns >= 2_000_000);
+    assert!(child.begin_time_unix_ns >= root.begin_time_unix_ns);
+    assert!(child.begin_time_unix_ns + child.duration_ns <= root.begin_time_unix_ns + root.duration_ns);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(now.abs_diff(root.begin_time_unix_ns) < 10_000_000_000);
+}
+
+#[test]
+fn remote_parents_and_w3c_context_are_kept() {
+    reported();
+    let remote =
+        SpanContext::decode_w3c_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            .unwrap();
+    let root = Span::root("continued", remote);
+    let context = SpanContext::from_span(&root).unwrap();
+    assert_eq!(context.trace_id, remote.trace_id);
+    {
+        let _guard = root.set_local_parent();
+        assert_eq!(
+            SpanContext::current_local_parent().unwrap().span_id,
+            context.span_id
+        );
+    }
+    drop(root);
+    let records = trace(remote.trace_id);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].parent_id, remote.span_id);
+}
+
+#[test]
+fn unsampled_contexts_and_cancelled_roots_report_nothing() {
+    reported();
+    let unsampled = SpanContext::random().sampled(false);
+    let root = Span::root("unsampled", unsampled);
+    assert!(root.elapsed().is_none());
+    drop(root);
+
+    let (mut cancelled, trace_id) = new_root("cancelled");
+    drop(Span::enter_with_parent("child", &cancelled));
+    cancelled.cancel();
+    drop(cancelled);
+    assert!(trace(trace_id).is_empty());
+    assert!(trace(unsampled.trace_id).is_empty());
+}
+
+#[test]
+fn futures_are_traced_across_polls_and_threads() {
+    let (root, trace_id) = new_root("root");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(
+        async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let _local = LocalSpan::enter_with_local_parent("after await");
+            tokio::spawn(
+                async {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                .enter_on_poll("polled"),
+            )
+            .await
+            .unwrap();
+        }
+        .in_span(Span::enter_with_parent("task", &root)),
+    );
+    drop(root);
+    let text = tree(trace_id);
+    assert!(
+        text.starts_with("\nroot []\n    task []\n        after await []\n"),
+        "{text}"
+    );
+}
