@@ -39,6 +39,8 @@ struct OpenTrace {
 enum Fate {
     Reported,
     Discarded,
+    /// The root was dropped on its way here: the rest is counted as dropped.
+    RootDropped,
 }
 
 impl Collector {
@@ -83,6 +85,13 @@ impl Collector {
         for root in roots {
             self.finish_root(root, &anchor);
         }
+        for collect_id in queue::take_dropped_roots() {
+            if let Some(trace) = self.open.remove(&collect_id) {
+                stats::count_queue_full(trace.spans);
+            }
+            self.finished
+                .insert(collect_id, (Fate::RootDropped, StdInstant::now()));
+        }
         self.inbox = inbox;
 
         self.expire(&anchor);
@@ -103,6 +112,7 @@ impl Collector {
             match self.finished.get(&target.collect_id) {
                 Some((Fate::Reported, _)) => into_records(vec![(batch, target)], anchor, &mut self.outbox),
                 Some((Fate::Discarded, _)) => stats::count_sampled_out(spans),
+                Some((Fate::RootDropped, _)) => stats::count_queue_full(spans),
                 None => {
                     let trace = self.open.entry(target.collect_id).or_insert_with(|| OpenTrace {
                         parts: Vec::new(),

@@ -70,7 +70,11 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
             .expect("spawning the minitrace collector thread");
     }
     REPORTER_SET.store(true, Ordering::Release);
-    WAKE.notify_one();
+    // Wait for the switch, so that spans finished after this call go to the
+    // new reporter.
+    if !ON_COLLECTOR_THREAD.with(Cell::get) {
+        wait_for_cycle(control);
+    }
 }
 
 /// Reports every span that finished before this call (in traces whose root
@@ -89,8 +93,13 @@ pub fn flush() {
     if !crate::ENABLED || !reporter_is_set() || ON_COLLECTOR_THREAD.with(Cell::get) {
         return;
     }
+    wait_for_cycle(lock_control());
+}
+
+/// Asks the collector thread for a cycle (which also installs a pending
+/// reporter) and waits for it to finish, for at most [`FLUSH_TIMEOUT`].
+fn wait_for_cycle(mut control: MutexGuard<'static, Control>) {
     let deadline = StdInstant::now() + FLUSH_TIMEOUT;
-    let mut control = lock_control();
     control.flushes_requested += 1;
     let wanted = control.flushes_requested;
     WAKE.notify_one();

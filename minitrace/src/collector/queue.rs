@@ -1,39 +1,66 @@
 //! The path from traced threads to the collector thread: one bounded,
 //! lock-free single-producer ring per thread, registered on first use and
-//! drained by the collector. A push is a few stores and never contends with
-//! other threads; a full ring drops the message and counts its spans.
+//! drained by the collector. A push never contends with other threads.
+//!
+//! Each thread may have at most [`MAX_SPANS_IN_FLIGHT`] spans queued; past
+//! that (the collector or the reporter cannot keep up) a message is dropped
+//! and its spans counted. A dropped root is remembered so that the rest of
+//! its trace is counted as dropped too, rather than waiting for a root that
+//! will never come.
 
 use std::cell::RefCell;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
-use crate::collector::message::Message;
+use crate::collector::message::{Message, Role};
 use crate::collector::stats;
 
-/// Messages (each a span or a batch of local spans) a thread can have in
-/// flight between two collector cycles.
+/// Messages (each a span or a batch of local spans) a thread can have queued.
 const RING_CAPACITY: usize = 4096;
+/// Spans a thread can have queued, whatever the batch sizes: ~6 MiB.
+pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 65_536;
+/// Dropped roots remembered between two collector cycles.
+const MAX_DROPPED_ROOTS: usize = 1 << 20;
 
-static RINGS: Mutex<Vec<Consumer<Message>>> = Mutex::new(Vec::new());
+struct Ring {
+    consumer: Consumer<Message>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+struct ThreadQueue {
+    producer: Producer<Message>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+static RINGS: Mutex<Vec<Ring>> = Mutex::new(Vec::new());
 /// Messages from threads whose ring is already gone (sent from thread-local
 /// destructors while the thread exits).
 static LATE: Mutex<Vec<Message>> = Mutex::new(Vec::new());
+static DROPPED_ROOTS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static PRODUCER: RefCell<Option<Producer<Message>>> = const { RefCell::new(None) };
+    static QUEUE: RefCell<Option<ThreadQueue>> = const { RefCell::new(None) };
 }
 
 pub(crate) fn submit(message: Message) {
     let mut message = Some(message);
-    let _ = PRODUCER.try_with(|producer| {
-        let Ok(mut producer) = producer.try_borrow_mut() else {
+    let _ = QUEUE.try_with(|queue| {
+        let Ok(mut queue) = queue.try_borrow_mut() else {
             return;
         };
-        let producer = producer.get_or_insert_with(register_ring);
-        let Some(pending) = message.take() else { return };
-        if let Err(rtrb::PushError::Full(rejected)) = producer.push(pending) {
-            stats::count_queue_full(rejected.span_count());
+        let queue = queue.get_or_insert_with(register_thread);
+        let Some(message) = message.take() else { return };
+        let spans = message.span_count();
+        if queue.in_flight.load(Ordering::Relaxed) + spans > MAX_SPANS_IN_FLIGHT {
+            return count_dropped(message);
+        }
+        match queue.producer.push(message) {
+            Ok(()) => {
+                queue.in_flight.fetch_add(spans, Ordering::Relaxed);
+            }
+            Err(rtrb::PushError::Full(message)) => count_dropped(message),
         }
     });
     if let Some(message) = message {
@@ -41,10 +68,24 @@ pub(crate) fn submit(message: Message) {
     }
 }
 
-fn register_ring() -> Producer<Message> {
+fn count_dropped(message: Message) {
+    stats::count_queue_full(message.span_count());
+    if message.role != Role::Child {
+        let mut dropped_roots = lock(&DROPPED_ROOTS);
+        if dropped_roots.len() < MAX_DROPPED_ROOTS {
+            dropped_roots.push(message.targets.first().collect_id);
+        }
+    }
+}
+
+fn register_thread() -> ThreadQueue {
     let (producer, consumer) = RingBuffer::new(RING_CAPACITY);
-    lock(&RINGS).push(consumer);
-    producer
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    lock(&RINGS).push(Ring {
+        consumer,
+        in_flight: in_flight.clone(),
+    });
+    ThreadQueue { producer, in_flight }
 }
 
 /// Moves every queued message into `out`. Rings of exited threads are
@@ -52,8 +93,9 @@ fn register_ring() -> Producer<Message> {
 pub(crate) fn drain_into(out: &mut Vec<Message>) {
     let mut rings = lock(&RINGS);
     rings.retain_mut(|ring| {
-        let abandoned = ring.is_abandoned();
-        while let Ok(message) = ring.pop() {
+        let abandoned = ring.consumer.is_abandoned();
+        while let Ok(message) = ring.consumer.pop() {
+            ring.in_flight.fetch_sub(message.span_count(), Ordering::Relaxed);
             out.push(message);
         }
         !abandoned
@@ -62,8 +104,13 @@ pub(crate) fn drain_into(out: &mut Vec<Message>) {
     out.append(&mut lock(&LATE));
 }
 
+/// The collect ids of roots dropped since the last call.
+pub(crate) fn take_dropped_roots() -> Vec<u64> {
+    std::mem::take(&mut *lock(&DROPPED_ROOTS))
+}
+
 /// A panic elsewhere while holding one of these locks leaves the data
 /// consistent (each operation is a single push or drain), so keep going.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
