@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. This is the README's test command and
-# what CI runs (.ci/run); it exits non-zero when any test fails.
+# Runs every test of the workspace, the Jaeger end-to-end tests included.
+# This is the README's test command and what CI runs (.ci/run); it exits
+# non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# A local Jaeger on 127.0.0.1 for minitrace-jaeger's end-to-end tests (built
+# on first use). Under CI=true a Jaeger that cannot be started is a failure.
+jaeger_was_running=false
+bash scripts/jaeger.sh status && jaeger_was_running=true
+if ! bash scripts/jaeger.sh start; then
+    [ "${CI:-}" = true ] && exit 1
+    echo "test.sh: no Jaeger: minitrace-jaeger's end-to-end tests will be skipped" >&2
+fi
+$jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 
 cargo test --workspace --release

@@ -18,3 +18,128 @@ pub fn busy_work(iterations: u64) -> u64 {
     }
     state
 }
+
+/// CPU time used so far by every thread of this process, collector threads
+/// included: what the benches charge each library for, so that work moved
+/// to a background thread is not hidden.
+///
+/// ```
+/// let before = minitrace_suite::process_cpu_time();
+/// minitrace_suite::busy_work(10_000);
+/// assert!(minitrace_suite::process_cpu_time() >= before);
+/// ```
+pub fn process_cpu_time() -> std::time::Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to write to, and the process CPU
+    // clock exists on every Linux and BSD.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// Generates the same traced workloads for every library with the
+/// minitrace 0.6 API (this workspace, minitrace 0.6.7, fastrace), so that
+/// they are compared on identical code. `$module` is the generated module,
+/// `$krate` the library.
+#[macro_export]
+macro_rules! traced_workloads {
+    ($module:ident, $krate:ident) => {
+        pub mod $module {
+            use $krate::local::LocalSpan;
+            use $krate::prelude::*;
+
+            /// A root with `children` sibling local spans.
+            pub fn wide(children: usize) {
+                let root = Span::root("root", SpanContext::random());
+                let _guard = root.set_local_parent();
+                for _ in 0..children {
+                    let _span = LocalSpan::enter_with_local_parent("child");
+                }
+            }
+
+            /// A root with `depth` nested local spans.
+            pub fn deep(depth: usize) {
+                fn nest(depth: usize) {
+                    if depth > 0 {
+                        let _span = LocalSpan::enter_with_local_parent("child");
+                        nest(depth - 1);
+                    }
+                }
+                let root = Span::root("root", SpanContext::random());
+                let _guard = root.set_local_parent();
+                nest(depth);
+            }
+
+            /// A request of `children` steps of `work` each, every step traced.
+            pub fn request(children: usize, work: u64) -> u64 {
+                let root = Span::root("request", SpanContext::random());
+                let _guard = root.set_local_parent();
+                (0..children)
+                    .map(|_| {
+                        let _span = LocalSpan::enter_with_local_parent("step");
+                        $crate::busy_work(work)
+                    })
+                    .sum()
+            }
+
+            /// A root and `children` thread-safe spans with the root as
+            /// explicit parent, handed to `worker` to finish there.
+            pub fn handoff(children: usize, worker: &$crate::Worker) {
+                let root = Span::root("root", SpanContext::random());
+                let spans: Vec<Span> = (0..children)
+                    .map(|_| Span::enter_with_parent("child", &root))
+                    .collect();
+                worker.finish(Box::new(spans));
+            }
+
+            /// Waits until the library's collector has processed everything.
+            pub fn flush() {
+                $krate::flush();
+            }
+        }
+    };
+}
+
+/// A thread that drops whatever it is handed and then acknowledges, so the
+/// spans end on another thread than they started on.
+pub struct Worker {
+    work: crossbeam_channel::Sender<Box<dyn Send>>,
+    done: crossbeam_channel::Receiver<()>,
+}
+
+impl Default for Worker {
+    fn default() -> Worker {
+        Worker::new()
+    }
+}
+
+impl Worker {
+    /// Starts the thread.
+    ///
+    /// ```
+    /// let worker = minitrace_suite::Worker::new();
+    /// worker.finish(Box::new(vec![1, 2, 3]));
+    /// ```
+    pub fn new() -> Worker {
+        let (work, inbox) = crossbeam_channel::bounded::<Box<dyn Send>>(1);
+        let (acknowledge, done) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            for item in inbox {
+                drop(item);
+                if acknowledge.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        Worker { work, done }
+    }
+
+    /// Hands `item` to the thread and waits until it has been dropped there.
+    pub fn finish(&self, item: Box<dyn Send>) {
+        if self.work.send(item).is_ok() {
+            let _ = self.done.recv();
+        }
+    }
+}

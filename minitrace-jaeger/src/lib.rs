@@ -1,1 +1,523 @@
-//! minitrace-jaeger: under construction (see the issues).
+//! A [Jaeger](https://www.jaegertracing.io/) reporter for `minitrace`.
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//!
+//! use minitrace::collector::Config;
+//! use minitrace::prelude::*;
+//! use minitrace_jaeger::JaegerReporter;
+//!
+//! // Spans go to a Jaeger agent over UDP, Thrift Compact protocol...
+//! let agent: SocketAddr = "127.0.0.1:6831".parse().unwrap();
+//! let reporter = JaegerReporter::new(agent, "checkout").unwrap();
+//! // ...or to a Jaeger collector over HTTP, Thrift Binary protocol, without UDP's losses:
+//! // let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "checkout");
+//! minitrace::set_reporter(reporter, Config::default());
+//!
+//! {
+//!     let root = Span::root("request", SpanContext::random());
+//!     let _guard = root.set_local_parent();
+//!     let _child = LocalSpan::enter_with_local_parent("query").with_property(|| ("table", "orders"));
+//! }
+//!
+//! minitrace::flush();
+//! ```
+//!
+//! # What is sent
+//!
+//! Each [`SpanRecord`] becomes a Jaeger `Span`: the 128-bit trace id split
+//! into its high and low halves, the span and parent ids, a `CHILD_OF`
+//! reference to the parent, the name as the operation name, start and
+//! duration in microseconds, properties as string tags, and events as logs
+//! (an `event` field with the event's name, then its properties). The
+//! process carries the service name and the tags `hostname`,
+//! `jaeger.version` and `client-uuid`, plus any added with
+//! [`JaegerReporter::with_process_tag`]. Each message's `Batch.seqNo` counts
+//! up from 1, so the agent can tell when datagrams went missing.
+//!
+//! # Transports
+//!
+//! - [`JaegerReporter::new`]: UDP datagrams to an agent (port 6831), each an
+//!   `Agent.emitBatch` oneway call in Thrift Compact protocol, at most
+//!   65 000 bytes (see [`with_max_message_size`](JaegerReporter::with_max_message_size)).
+//!   Cheap and never slow, but the network, the kernel or a busy agent may
+//!   drop datagrams without anyone knowing.
+//! - [`JaegerReporter::http`]: `POST /api/traces` to a collector (port
+//!   14268) with a Thrift Binary `Batch`, answered `202 Accepted`. Every
+//!   failure is seen. The client is a minimal blocking HTTP/1.1 client on
+//!   [`std::net::TcpStream`] written for this one request (plain `http://`,
+//!   a `Content-Length` body, one kept-alive connection, timeouts): smaller
+//!   than any client crate, which would bring TLS, DNS, pools and their
+//!   dependencies for none of them.
+//!
+//! # Sizes and failures
+//!
+//! A report larger than one message is split across several. A span larger
+//! than a message on its own is truncated: its strings are cut, then its tags
+//! and logs removed, and it gets the tag `minitrace.truncated = true`; if even
+//! that does not fit, it is dropped. Spans that cannot be delivered (dropped
+//! as too large, a send error, an unreachable agent or collector, an HTTP
+//! status other than 2xx) are counted in minitrace's loss counters with
+//! [`count_dropped_by_reporter`]
+//! and in this reporter's [`stats`](JaegerReporter::stats), and reported on
+//! standard error at most once per [interval](JaegerReporter::with_error_interval).
+//! The reporter never panics, and every socket operation has a
+//! [timeout](JaegerReporter::with_timeout); after an HTTP timeout it stops
+//! trying for 5 s, dropping (and counting) what comes meanwhile, so that a
+//! dead collector cannot stall minitrace's collector thread.
+//!
+//! [`SpanRecord`]: minitrace::collector::SpanRecord
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod http;
+mod model;
+mod thrift;
+mod udp;
+
+#[cfg(test)]
+mod tests;
+
+use std::error::Error;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
+
+use crate::model::{ClientStats, Encoder, Process, TRUNCATED_TAG};
+use crate::thrift::{Binary, Compact};
+
+/// The largest UDP datagram sent by default, as in Jaeger's own clients.
+pub const DEFAULT_MAX_DATAGRAM_SIZE: usize = 65_000;
+/// The largest HTTP request body sent by default.
+pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 * 1024 * 1024;
+/// The default timeout of each socket operation.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The default shortest time between two error messages on standard error.
+pub const DEFAULT_ERROR_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Reports spans to Jaeger: to an agent over UDP ([`new`](JaegerReporter::new))
+/// or to a collector over HTTP ([`http`](JaegerReporter::http)).
+///
+/// ```no_run
+/// use minitrace_jaeger::JaegerReporter;
+///
+/// let reporter = JaegerReporter::new("127.0.0.1:6831".parse().unwrap(), "my-service").unwrap();
+/// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+/// ```
+pub struct JaegerReporter {
+    process: Process,
+    transport: Transport,
+    next_seq_no: i64,
+    counters: Arc<Counters>,
+    errors: ErrorLog,
+}
+
+enum Transport {
+    Udp {
+        agent: udp::Agent,
+        encoder: Encoder<Compact>,
+        max_size: usize,
+    },
+    Http {
+        collector: http::Collector,
+        encoder: Encoder<Binary>,
+        max_size: usize,
+    },
+}
+
+impl JaegerReporter {
+    /// A reporter that sends UDP datagrams to the Jaeger agent at `agent_addr`
+    /// (usually port 6831), for the service `service_name`.
+    ///
+    /// Fails if no local UDP socket can be bound or connected to that address.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// // Nothing is sent before the first report: no agent is needed here.
+    /// let reporter = JaegerReporter::new("127.0.0.1:6831".parse().unwrap(), "my-service");
+    /// assert!(reporter.is_ok());
+    /// ```
+    pub fn new(
+        agent_addr: SocketAddr,
+        service_name: impl Into<String>,
+    ) -> Result<Self, Box<dyn Error + Send + Sync + 'static>> {
+        let process = default_process(service_name.into());
+        let agent = udp::Agent::connect(agent_addr, DEFAULT_TIMEOUT)?;
+        let encoder = Encoder::new(&process, DEFAULT_MAX_DATAGRAM_SIZE);
+        let transport = Transport::Udp {
+            agent,
+            encoder,
+            max_size: DEFAULT_MAX_DATAGRAM_SIZE,
+        };
+        Ok(JaegerReporter::with_transport(process, transport))
+    }
+
+    /// A reporter that posts to the Jaeger collector's HTTP endpoint at
+    /// `collector_addr` (usually port 14268; the path is `/api/traces`), for
+    /// the service `service_name`. It connects on the first report.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service");
+    /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+    /// ```
+    pub fn http(collector_addr: SocketAddr, service_name: impl Into<String>) -> Self {
+        let process = default_process(service_name.into());
+        let collector = http::Collector::new(collector_addr, "/api/traces", DEFAULT_TIMEOUT);
+        let encoder = Encoder::new(&process, DEFAULT_MAX_REQUEST_SIZE);
+        let transport = Transport::Http {
+            collector,
+            encoder,
+            max_size: DEFAULT_MAX_REQUEST_SIZE,
+        };
+        JaegerReporter::with_transport(process, transport)
+    }
+
+    fn with_transport(process: Process, transport: Transport) -> Self {
+        JaegerReporter {
+            process,
+            transport,
+            next_seq_no: 1,
+            counters: Arc::default(),
+            errors: ErrorLog {
+                interval: DEFAULT_ERROR_INTERVAL,
+                last: None,
+                suppressed: 0,
+            },
+        }
+    }
+
+    /// Sets the largest message: a UDP datagram (default
+    /// [`DEFAULT_MAX_DATAGRAM_SIZE`]; keep it at most 65 000, what the agent
+    /// accepts by default) or an HTTP request body (default
+    /// [`DEFAULT_MAX_REQUEST_SIZE`]). Larger reports are split; larger spans
+    /// are truncated, or dropped if a message cannot hold even their ids.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// // E.g. for a network path whose MTU forbids IP fragments.
+    /// let reporter = JaegerReporter::new("127.0.0.1:6831".parse().unwrap(), "my-service")
+    ///     .unwrap()
+    ///     .with_max_message_size(1400);
+    /// # drop(reporter);
+    /// ```
+    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
+        match &mut self.transport {
+            Transport::Udp { max_size, .. } | Transport::Http { max_size, .. } => *max_size = bytes,
+        }
+        self.rebuild_encoder();
+        self
+    }
+
+    /// Adds a tag to the process, which Jaeger shows with every span of it.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+    ///     .with_process_tag("version", "1.2.3")
+    ///     .with_process_tag("region", "eu-west");
+    /// # drop(reporter);
+    /// ```
+    pub fn with_process_tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.process.tags.push((key.into(), value.into()));
+        self.rebuild_encoder();
+        self
+    }
+
+    /// Sets the timeout of each socket operation: a UDP send, or an HTTP
+    /// connect, write or read (default [`DEFAULT_TIMEOUT`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+    ///     .with_timeout(Duration::from_millis(500));
+    /// # drop(reporter);
+    /// ```
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        match &mut self.transport {
+            Transport::Udp { agent, .. } => {
+                if let Err(error) = agent.set_timeout(timeout) {
+                    self.errors
+                        .log(|| format!("cannot set the UDP send timeout: {error}"));
+                }
+            }
+            Transport::Http { collector, .. } => collector.set_timeout(timeout),
+        }
+        self
+    }
+
+    /// Sets the shortest time between two error messages on standard error
+    /// (default [`DEFAULT_ERROR_INTERVAL`]); errors in between are counted and
+    /// their number told with the next message.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+    ///     .with_error_interval(Duration::from_secs(60));
+    /// # drop(reporter);
+    /// ```
+    pub fn with_error_interval(mut self, interval: Duration) -> Self {
+        self.errors.interval = interval;
+        self
+    }
+
+    /// A handle on this reporter's counters, which stays valid after the
+    /// reporter was handed to [`minitrace::set_reporter`].
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service");
+    /// let stats = reporter.stats();
+    /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+    /// // ... later:
+    /// println!("{} spans sent to Jaeger", stats.get().spans_sent);
+    /// ```
+    pub fn stats(&self) -> StatsHandle {
+        StatsHandle(self.counters.clone())
+    }
+
+    fn rebuild_encoder(&mut self) {
+        match &mut self.transport {
+            Transport::Udp {
+                encoder, max_size, ..
+            } => *encoder = Encoder::new(&self.process, *max_size),
+            Transport::Http {
+                encoder, max_size, ..
+            } => *encoder = Encoder::new(&self.process, *max_size),
+        }
+    }
+}
+
+impl Reporter for JaegerReporter {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        if spans.is_empty() {
+            return;
+        }
+        let JaegerReporter {
+            transport,
+            next_seq_no,
+            counters,
+            errors,
+            ..
+        } = self;
+        let counters: &Counters = counters;
+        let stats = || counters.client_stats();
+        let outcome = match transport {
+            Transport::Udp { agent, encoder, .. } => {
+                encoder.encode(spans, next_seq_no, stats, |datagram, count| {
+                    let result = agent.send(datagram, count);
+                    let failure = result
+                        .err()
+                        .map(|e| (e.lost_spans, format!("UDP send to the agent failed: {}", e.error)));
+                    counters.delivered(errors, count, datagram.len(), failure);
+                })
+            }
+            Transport::Http {
+                collector, encoder, ..
+            } => encoder.encode(spans, next_seq_no, stats, |body, count| {
+                let failure = collector
+                    .post(body)
+                    .err()
+                    .map(|e| (count, format!("POST to the collector failed: {e}")));
+                counters.delivered(errors, count, body.len(), failure);
+            }),
+        };
+        if outcome.dropped > 0 {
+            Counters::add(&counters.spans_too_large, outcome.dropped);
+            count_dropped_by_reporter(outcome.dropped);
+            let dropped = outcome.dropped;
+            errors.log(|| format!("{dropped} spans lost: too large for one message even when truncated"));
+        }
+        if outcome.truncated > 0 {
+            Counters::add(&counters.spans_truncated, outcome.truncated);
+            let truncated = outcome.truncated;
+            errors.log(|| format!("{truncated} spans truncated to fit one message (tagged {TRUNCATED_TAG})"));
+        }
+    }
+}
+
+/// A service's process with the default tags.
+fn default_process(service_name: String) -> Process {
+    let version = concat!("Rust-minitrace-jaeger-", env!("CARGO_PKG_VERSION"));
+    let mut tags = vec![("jaeger.version".to_string(), version.to_string())];
+    if let Some(hostname) = hostname() {
+        tags.push(("hostname".to_string(), hostname));
+    }
+    tags.push(("client-uuid".to_string(), client_uuid()));
+    Process { service_name, tags }
+}
+
+fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// A random id for this reporter, in UUID form: the agent keys its
+/// per-client counters (from `seqNo` and `ClientStats`) on it.
+fn client_uuid() -> String {
+    // std's hasher keys are random (seeded by the OS) per `RandomState`.
+    let random = || {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        hasher.write_u128(now.map_or(0, |since| since.as_nanos()));
+        hasher.finish()
+    };
+    let (high, low) = (random(), random());
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xffff,
+        high & 0xffff,
+        low >> 48,
+        low & 0xffff_ffff_ffff
+    )
+}
+
+/// Writes errors to standard error, at most one line per interval.
+struct ErrorLog {
+    interval: Duration,
+    last: Option<Instant>,
+    /// Errors not written since the last line.
+    suppressed: u64,
+}
+
+impl ErrorLog {
+    fn log(&mut self, message: impl FnOnce() -> String) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.duration_since(last) < self.interval)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let mut line = format!("minitrace-jaeger: {}", message());
+        if self.suppressed > 0 {
+            line.push_str(&format!(" (and {} more errors not shown)", self.suppressed));
+        }
+        // A failing stderr is no reason to panic: ignore it.
+        let _ = writeln!(std::io::stderr(), "{line}");
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    spans_sent: AtomicU64,
+    messages_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    spans_failed: AtomicU64,
+    spans_too_large: AtomicU64,
+    spans_truncated: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one message of `spans` spans and `bytes` bytes: sent, or lost
+    /// with `failure` (the spans lost, and why), which is also logged.
+    fn delivered(&self, errors: &mut ErrorLog, spans: usize, bytes: usize, failure: Option<(usize, String)>) {
+        match failure {
+            None => {
+                Counters::add(&self.spans_sent, spans as u64);
+                Counters::add(&self.messages_sent, 1);
+                Counters::add(&self.bytes_sent, bytes as u64);
+            }
+            Some((lost, why)) => {
+                Counters::add(&self.spans_failed, lost as u64);
+                count_dropped_by_reporter(lost as u64);
+                errors.log(|| format!("{lost} spans lost: {why}"));
+            }
+        }
+    }
+
+    fn client_stats(&self) -> ClientStats {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
+        ClientStats {
+            full_queue_dropped_spans: 0,
+            too_large_dropped_spans: read(&self.spans_too_large),
+            failed_to_emit_spans: read(&self.spans_failed),
+        }
+    }
+}
+
+/// A handle on a [`JaegerReporter`]'s counters; see [`JaegerReporter::stats`].
+///
+/// ```
+/// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
+/// let handle = reporter.stats();
+/// assert_eq!(handle.get().spans_sent, 0);
+/// ```
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Counters>);
+
+impl StatsHandle {
+    /// The counters now.
+    ///
+    /// ```
+    /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
+    /// let stats = reporter.stats().get();
+    /// assert_eq!(stats.spans_failed + stats.spans_too_large, 0);
+    /// ```
+    pub fn get(&self) -> ReporterStats {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let counters = &self.0;
+        ReporterStats {
+            spans_sent: read(&counters.spans_sent),
+            messages_sent: read(&counters.messages_sent),
+            bytes_sent: read(&counters.bytes_sent),
+            spans_failed: read(&counters.spans_failed),
+            spans_too_large: read(&counters.spans_too_large),
+            spans_truncated: read(&counters.spans_truncated),
+        }
+    }
+}
+
+/// What a [`JaegerReporter`] did since it was made.
+///
+/// ```
+/// let stats = minitrace_jaeger::ReporterStats::default();
+/// assert_eq!(stats.spans_sent, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReporterStats {
+    /// Spans in messages handed to the operating system (UDP) or accepted by
+    /// the collector (HTTP). UDP datagrams may still be lost after that.
+    pub spans_sent: u64,
+    /// Datagrams or HTTP requests sent.
+    pub messages_sent: u64,
+    /// Bytes in those messages.
+    pub bytes_sent: u64,
+    /// Spans lost to a failed send or request. A UDP agent's refusal is seen
+    /// at the next send, so its datagram is counted here then (it may have
+    /// been counted in `spans_sent` already).
+    pub spans_failed: u64,
+    /// Spans dropped because even truncated they did not fit in one message.
+    pub spans_too_large: u64,
+    /// Spans sent truncated, with the tag `minitrace.truncated`.
+    pub spans_truncated: u64,
+}

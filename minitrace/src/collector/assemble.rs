@@ -15,15 +15,16 @@ use crate::local::raw_span::{RawSpan, LINE_PARENT};
 /// Spans of a trace whose root has not finished are reported anyway after
 /// this long (the root was leaked, or lives on a thread that exited).
 const OPEN_TRACE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a finished trace is remembered, so that children finishing after
-/// their root follow the root's fate.
-const LATE_SPAN_GRACE: Duration = Duration::from_secs(10);
+/// Finished traces are remembered for one to two generations...
+const FATE_GENERATION: Duration = Duration::from_secs(2);
+/// ...of at most this many traces each (a few MiB).
+const RECENT_FATES: usize = 1 << 18;
 
 pub(crate) struct Collector {
     reporter: Box<dyn Reporter>,
     config: Config,
-    open: HashMap<u64, OpenTrace>,
-    finished: HashMap<u64, (Fate, StdInstant)>,
+    open: HashMap<u64, OpenTrace, BuildIdHasher>,
+    finished: RecentFates,
     /// Reused between cycles.
     inbox: Vec<Message>,
     outbox: Vec<SpanRecord>,
@@ -35,7 +36,7 @@ struct OpenTrace {
     opened: StdInstant,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Fate {
     Reported,
     Discarded,
@@ -48,8 +49,8 @@ impl Collector {
         Collector {
             reporter,
             config,
-            open: HashMap::new(),
-            finished: HashMap::new(),
+            open: HashMap::default(),
+            finished: RecentFates::new(),
             inbox: Vec::new(),
             outbox: Vec::new(),
         }
@@ -89,8 +90,7 @@ impl Collector {
             if let Some(trace) = self.open.remove(&collect_id) {
                 stats::count_queue_full(trace.spans);
             }
-            self.finished
-                .insert(collect_id, (Fate::RootDropped, StdInstant::now()));
+            self.finished.insert(collect_id, Fate::RootDropped);
         }
         self.inbox = inbox;
 
@@ -109,10 +109,10 @@ impl Collector {
     fn add_child(&mut self, message: Message, anchor: &Anchor) {
         for (batch, target) in split_by_target(message) {
             let spans = batch.span_count();
-            match self.finished.get(&target.collect_id) {
-                Some((Fate::Reported, _)) => into_records(vec![(batch, target)], anchor, &mut self.outbox),
-                Some((Fate::Discarded, _)) => stats::count_sampled_out(spans),
-                Some((Fate::RootDropped, _)) => stats::count_queue_full(spans),
+            match self.finished.get(target.collect_id) {
+                Some(Fate::Reported) => into_records(vec![(batch, target)], anchor, &mut self.outbox),
+                Some(Fate::Discarded) => stats::count_sampled_out(spans),
+                Some(Fate::RootDropped) => stats::count_queue_full(spans),
                 None => {
                     let trace = self.open.entry(target.collect_id).or_insert_with(|| OpenTrace {
                         parts: Vec::new(),
@@ -151,13 +151,11 @@ impl Collector {
             into_records(parts, anchor, &mut self.outbox);
             Fate::Reported
         };
-        self.finished.insert(target.collect_id, (fate, StdInstant::now()));
+        self.finished.insert(target.collect_id, fate);
     }
 
     fn expire(&mut self, anchor: &Anchor) {
         let now = StdInstant::now();
-        self.finished
-            .retain(|_, (_, at)| now.duration_since(*at) < LATE_SPAN_GRACE);
         let stale: Vec<u64> = self
             .open
             .iter()
@@ -167,7 +165,7 @@ impl Collector {
         for id in stale {
             if let Some(trace) = self.open.remove(&id) {
                 into_records(trace.parts, anchor, &mut self.outbox);
-                self.finished.insert(id, (Fate::Reported, now));
+                self.finished.insert(id, Fate::Reported);
             }
         }
     }
@@ -312,3 +310,56 @@ fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>)
         records[at].events.push(event);
     }
 }
+
+/// The fates of recently finished traces, so that children finishing after
+/// their root follow it. Two generations of maps: the older one is dropped
+/// wholesale every [`FATE_GENERATION`] or when the newer one holds
+/// [`RECENT_FATES`] entries, so memory is bounded and nothing is scanned. A
+/// late span whose trace was forgotten is kept as an open trace and reported
+/// after [`OPEN_TRACE_TIMEOUT`].
+struct RecentFates {
+    current: HashMap<u64, Fate, BuildIdHasher>,
+    previous: HashMap<u64, Fate, BuildIdHasher>,
+    since: StdInstant,
+}
+
+impl RecentFates {
+    fn new() -> RecentFates {
+        RecentFates { current: HashMap::default(), previous: HashMap::default(), since: StdInstant::now() }
+    }
+
+    fn insert(&mut self, collect_id: u64, fate: Fate) {
+        if self.current.len() >= RECENT_FATES || self.since.elapsed() >= FATE_GENERATION {
+            self.previous = std::mem::take(&mut self.current);
+            self.since = StdInstant::now();
+        }
+        self.current.insert(collect_id, fate);
+    }
+
+    fn get(&self, collect_id: u64) -> Option<Fate> {
+        self.current.get(&collect_id).or_else(|| self.previous.get(&collect_id)).copied()
+    }
+}
+
+/// Collect ids are already well spread (sequential within per-thread
+/// blocks), so hashing them is one multiply instead of SipHash.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;

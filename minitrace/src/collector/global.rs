@@ -14,6 +14,7 @@ static CONTROL: Mutex<Control> = Mutex::new(Control {
     pending: None,
     flushes_requested: 0,
     flushes_done: 0,
+    wake_early: false,
     started: false,
 });
 /// Wakes the collector thread early.
@@ -28,6 +29,8 @@ struct Control {
     pending: Option<(Box<dyn Reporter>, Config)>,
     flushes_requested: u64,
     flushes_done: u64,
+    /// A queue is filling up: collect before the interval ends.
+    wake_early: bool,
     started: bool,
 }
 
@@ -114,6 +117,12 @@ fn wait_for_cycle(mut control: MutexGuard<'static, Control>) {
     }
 }
 
+/// Makes the collector thread start a cycle now.
+pub(crate) fn wake_collector() {
+    lock_control().wake_early = true;
+    WAKE.notify_one();
+}
+
 fn run_collector() {
     ON_COLLECTOR_THREAD.with(|on| on.set(true));
     let mut collector: Option<Collector> = None;
@@ -123,12 +132,16 @@ fn run_collector() {
             let interval = collector
                 .as_ref()
                 .map_or(Duration::from_millis(10), |c| c.config().report_interval);
-            if control.pending.is_none() && control.flushes_requested == control.flushes_done {
+            if control.pending.is_none()
+                && control.flushes_requested == control.flushes_done
+                && !control.wake_early
+            {
                 control = WAKE
                     .wait_timeout(control, interval)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
+            control.wake_early = false;
             (control.pending.take(), control.flushes_requested)
         };
         if let Some(collector) = &mut collector {

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::collector::message::{Message, Role};
-use crate::collector::stats;
+use crate::collector::{global, stats};
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
 const RING_CAPACITY: usize = 4096;
-/// Spans a thread can have queued, whatever the batch sizes: ~6 MiB.
-pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 65_536;
+/// Spans a thread can have queued, whatever the batch sizes: ~12 MiB.
+pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 1 << 17;
 /// Dropped roots remembered between two collector cycles.
 const MAX_DROPPED_ROOTS: usize = 1 << 20;
 
@@ -58,7 +58,12 @@ pub(crate) fn submit(message: Message) {
         }
         match queue.producer.push(message) {
             Ok(()) => {
-                queue.in_flight.fetch_add(spans, Ordering::Relaxed);
+                let before = queue.in_flight.fetch_add(spans, Ordering::Relaxed);
+                // Half full: wake the collector now rather than at its next
+                // interval, so a fast producer is not dropped needlessly.
+                if before < MAX_SPANS_IN_FLIGHT / 2 && before + spans >= MAX_SPANS_IN_FLIGHT / 2 {
+                    global::wake_collector();
+                }
             }
             Err(rtrb::PushError::Full(message)) => count_dropped(message),
         }

@@ -17,7 +17,7 @@ pub(crate) struct SpanQueue {
 
 /// More local spans than this under one parent are dropped and counted: a
 /// runaway loop must not eat the memory of the process it observes.
-pub(crate) const MAX_SPANS_PER_QUEUE: usize = 100_000;
+pub(crate) const MAX_SPANS_PER_QUEUE: usize = 50_000;
 
 /// What a [`LocalSpan`](crate::local::LocalSpan) needs to close its span.
 #[derive(Debug, Clone, Copy)]
