@@ -19,9 +19,8 @@ fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     if per_thread_rings {
-        let (producers, mut consumers): (Vec<_>, Vec<_>) = (0..PRODUCERS)
-            .map(|_| rtrb::RingBuffer::<Message>::new(4096))
-            .unzip();
+        let (producers, mut consumers): (Vec<_>, Vec<_>) =
+            (0..PRODUCERS).map(|_| rtrb::RingBuffer::<Message>::new(4096)).unzip();
         let consumer = {
             let stop = stop.clone();
             std::thread::spawn(move || {
@@ -69,12 +68,8 @@ fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
 
 fn channels(c: &mut Criterion) {
     let mut group = c.benchmark_group("queue to the collector, 2 producers");
-    group.bench_function("rtrb ring per thread", |b| {
-        b.iter_custom(|iters| run(iters, true))
-    });
-    group.bench_function("one crossbeam channel", |b| {
-        b.iter_custom(|iters| run(iters, false))
-    });
+    group.bench_function("rtrb ring per thread", |b| b.iter_custom(|iters| run(iters, true)));
+    group.bench_function("one crossbeam channel", |b| b.iter_custom(|iters| run(iters, false)));
     group.finish();
 }
 

@@ -8,14 +8,13 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 fn clocks(c: &mut Criterion) {
     let mut group = c.benchmark_group("now");
     // Make every clock calibrate before it is timed.
-    let _ = (
-        minstant::Instant::now(),
-        minstant_017::Instant::now(),
-        quanta::Instant::now(),
-    );
+    let _ = (minstant::Instant::now(), minstant_017::Instant::now(), quanta::Instant::now());
 
     group.bench_function("std", |b| b.iter(std::time::Instant::now));
     group.bench_function("minstant (this workspace)", |b| b.iter(minstant::Instant::now));
+    group.bench_function("minstant (this workspace), now_unordered", |b| {
+        b.iter(minstant::Instant::now_unordered)
+    });
     group.bench_function("minstant 0.1.7", |b| b.iter(minstant_017::Instant::now));
     group.bench_function("quanta 0.12", |b| b.iter(quanta::Instant::now));
     #[cfg(target_arch = "x86_64")]

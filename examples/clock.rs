@@ -17,10 +17,7 @@ fn main() {
     }
     println!("rate:              {:.6} GHz", info.ticks_per_second / 1e9);
     println!("calibrated cpus:   {:?}", info.calibrated_cpus);
-    println!(
-        "calibration took:  {:?} (first reading in all: {start_up:?})",
-        info.calibration_time
-    );
+    println!("calibration took:  {:?} (first reading in all: {start_up:?})", info.calibration_time);
 
     const READS: u32 = 5_000_000;
     let cost = |read: &dyn Fn()| {
@@ -41,14 +38,8 @@ fn main() {
     let std = cost(&|| {
         std::hint::black_box(StdInstant::now());
     });
-    println!(
-        "one reading:       {ours:.1} ns (std::time::Instant: {std:.1} ns, ratio {:.2})",
-        ours / std
-    );
+    println!("one reading:       {ours:.1} ns (std::time::Instant: {std:.1} ns, ratio {:.2})", ours / std);
 
     let anchor = minstant::Anchor::new();
-    println!(
-        "unix time now:     {} ns",
-        minstant::Instant::now().as_unix_nanos(&anchor)
-    );
+    println!("unix time now:     {} ns", minstant::Instant::now().as_unix_nanos(&anchor));
 }

@@ -19,9 +19,7 @@ use minitrace_jaeger::JaegerReporter;
 
 fn addr(variable: &str, default: &str) -> SocketAddr {
     let value = std::env::var(variable).unwrap_or_else(|_| default.to_string());
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{variable}={value:?} is not an ip:port"))
+    value.parse().unwrap_or_else(|_| panic!("{variable}={value:?} is not an ip:port"))
 }
 
 /// A request handler with a little of everything: nested local spans,
@@ -53,16 +51,10 @@ fn handle_request(user: u32) {
 fn spans_in_jaeger(query: SocketAddr, trace: &str) -> Option<usize> {
     let mut stream = TcpStream::connect_timeout(&query, Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET /api/traces/{trace} HTTP/1.0\r\nHost: {query}\r\n\r\n"
-    )
-    .ok()?;
+    write!(stream, "GET /api/traces/{trace} HTTP/1.0\r\nHost: {query}\r\n\r\n").ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
-    answer
-        .starts_with("HTTP/1.0 200")
-        .then(|| answer.matches("\"operationName\"").count())
+    answer.starts_with("HTTP/1.0 200").then(|| answer.matches("\"operationName\"").count())
 }
 
 fn main() {

@@ -29,10 +29,7 @@ pub fn busy_work(iterations: u64) -> u64 {
 /// assert!(minitrace_suite::process_cpu_time() >= before);
 /// ```
 pub fn process_cpu_time() -> std::time::Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid timespec to write to, and the process CPU
     // clock exists on every Linux and BSD.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
@@ -88,9 +85,8 @@ macro_rules! traced_workloads {
             /// explicit parent, handed to `worker` to finish there.
             pub fn handoff(children: usize, worker: &$crate::Worker) {
                 let root = Span::root("root", SpanContext::random());
-                let spans: Vec<Span> = (0..children)
-                    .map(|_| Span::enter_with_parent("child", &root))
-                    .collect();
+                let spans: Vec<Span> =
+                    (0..children).map(|_| Span::enter_with_parent("child", &root)).collect();
                 worker.finish(Box::new(spans));
             }
 

@@ -130,9 +130,7 @@ impl Collector {
         head.push_str(&self.head);
         head.push_str(&body.len().to_string());
         head.push_str("\r\n\r\n");
-        let sent = stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(body));
+        let sent = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
         sent.map_err(|error| (HttpError::Io(error), false))?;
 
         let response = read_response(&mut stream)?;
@@ -142,13 +140,7 @@ impl Collector {
         if (200..300).contains(&response.status) {
             Ok(())
         } else {
-            Err((
-                HttpError::Status {
-                    code: response.status,
-                    body: response.body,
-                },
-                true,
-            ))
+            Err((HttpError::Status { code: response.status, body: response.body }, true))
         }
     }
 }
@@ -235,11 +227,7 @@ fn read_response(stream: &mut TcpStream) -> Result<Response, (HttpError, bool)> 
         _ => keep_alive = false,
     }
     body.truncate(MAX_BODY_BYTES);
-    Ok(Response {
-        status,
-        body: String::from_utf8_lossy(&body).into_owned(),
-        keep_alive,
-    })
+    Ok(Response { status, body: String::from_utf8_lossy(&body).into_owned(), keep_alive })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -303,9 +291,7 @@ mod tests {
 
     #[test]
     fn non_2xx_is_an_error_with_the_body() {
-        let (addr, server) = serve(vec![
-            "HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\n\r\nbad tag",
-        ]);
+        let (addr, server) = serve(vec!["HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\n\r\nbad tag"]);
         let mut collector = Collector::new(addr, "/api/traces", Duration::from_secs(5));
         match collector.post(b"x") {
             Err(HttpError::Status { code: 400, body }) => assert_eq!(body, "bad tag"),
@@ -331,10 +317,7 @@ mod tests {
         let start = Instant::now();
         match collector.post(b"x") {
             Err(HttpError::Io(error)) => {
-                assert!(matches!(
-                    error.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                ))
+                assert!(matches!(error.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock))
             }
             other => panic!("{other:?}"),
         }

@@ -119,16 +119,8 @@ pub struct JaegerReporter {
 }
 
 enum Transport {
-    Udp {
-        agent: udp::Agent,
-        encoder: Encoder<Compact>,
-        max_size: usize,
-    },
-    Http {
-        collector: http::Collector,
-        encoder: Encoder<Binary>,
-        max_size: usize,
-    },
+    Udp { agent: udp::Agent, encoder: Encoder<Compact>, max_size: usize },
+    Http { collector: http::Collector, encoder: Encoder<Binary>, max_size: usize },
 }
 
 impl JaegerReporter {
@@ -151,11 +143,7 @@ impl JaegerReporter {
         let process = default_process(service_name.into());
         let agent = udp::Agent::connect(agent_addr, DEFAULT_TIMEOUT)?;
         let encoder = Encoder::new(&process, DEFAULT_MAX_DATAGRAM_SIZE);
-        let transport = Transport::Udp {
-            agent,
-            encoder,
-            max_size: DEFAULT_MAX_DATAGRAM_SIZE,
-        };
+        let transport = Transport::Udp { agent, encoder, max_size: DEFAULT_MAX_DATAGRAM_SIZE };
         Ok(JaegerReporter::with_transport(process, transport))
     }
 
@@ -173,11 +161,7 @@ impl JaegerReporter {
         let process = default_process(service_name.into());
         let collector = http::Collector::new(collector_addr, "/api/traces", DEFAULT_TIMEOUT);
         let encoder = Encoder::new(&process, DEFAULT_MAX_REQUEST_SIZE);
-        let transport = Transport::Http {
-            collector,
-            encoder,
-            max_size: DEFAULT_MAX_REQUEST_SIZE,
-        };
+        let transport = Transport::Http { collector, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE };
         JaegerReporter::with_transport(process, transport)
     }
 
@@ -187,11 +171,7 @@ impl JaegerReporter {
             transport,
             next_seq_no: 1,
             counters: Arc::default(),
-            errors: ErrorLog {
-                interval: DEFAULT_ERROR_INTERVAL,
-                last: None,
-                suppressed: 0,
-            },
+            errors: ErrorLog { interval: DEFAULT_ERROR_INTERVAL, last: None, suppressed: 0 },
         }
     }
 
@@ -249,8 +229,7 @@ impl JaegerReporter {
         match &mut self.transport {
             Transport::Udp { agent, .. } => {
                 if let Err(error) = agent.set_timeout(timeout) {
-                    self.errors
-                        .log(|| format!("cannot set the UDP send timeout: {error}"));
+                    self.errors.log(|| format!("cannot set the UDP send timeout: {error}"));
                 }
             }
             Transport::Http { collector, .. } => collector.set_timeout(timeout),
@@ -293,12 +272,8 @@ impl JaegerReporter {
 
     fn rebuild_encoder(&mut self) {
         match &mut self.transport {
-            Transport::Udp {
-                encoder, max_size, ..
-            } => *encoder = Encoder::new(&self.process, *max_size),
-            Transport::Http {
-                encoder, max_size, ..
-            } => *encoder = Encoder::new(&self.process, *max_size),
+            Transport::Udp { encoder, max_size, .. } => *encoder = Encoder::new(&self.process, *max_size),
+            Transport::Http { encoder, max_size, .. } => *encoder = Encoder::new(&self.process, *max_size),
         }
     }
 }
@@ -308,13 +283,7 @@ impl Reporter for JaegerReporter {
         if spans.is_empty() {
             return;
         }
-        let JaegerReporter {
-            transport,
-            next_seq_no,
-            counters,
-            errors,
-            ..
-        } = self;
+        let JaegerReporter { transport, next_seq_no, counters, errors, .. } = self;
         let counters: &Counters = counters;
         let stats = || counters.client_stats();
         let outcome = match transport {
@@ -327,15 +296,15 @@ impl Reporter for JaegerReporter {
                     counters.delivered(errors, count, datagram.len(), failure);
                 })
             }
-            Transport::Http {
-                collector, encoder, ..
-            } => encoder.encode(spans, next_seq_no, stats, |body, count| {
-                let failure = collector
-                    .post(body)
-                    .err()
-                    .map(|e| (count, format!("POST to the collector failed: {e}")));
-                counters.delivered(errors, count, body.len(), failure);
-            }),
+            Transport::Http { collector, encoder, .. } => {
+                encoder.encode(spans, next_seq_no, stats, |body, count| {
+                    let failure = collector
+                        .post(body)
+                        .err()
+                        .map(|e| (count, format!("POST to the collector failed: {e}")));
+                    counters.delivered(errors, count, body.len(), failure);
+                })
+            }
         };
         if outcome.dropped > 0 {
             Counters::add(&counters.spans_too_large, outcome.dropped);
@@ -404,10 +373,7 @@ struct ErrorLog {
 impl ErrorLog {
     fn log(&mut self, message: impl FnOnce() -> String) {
         let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|last| now.duration_since(last) < self.interval)
-        {
+        if self.last.is_some_and(|last| now.duration_since(last) < self.interval) {
             self.suppressed += 1;
             return;
         }

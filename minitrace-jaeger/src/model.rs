@@ -158,11 +158,7 @@ fn span<P: Protocol>(w: &mut P, span: &SpanRecord, detail: Detail) {
     w.field_i64(8, start_us as i64);
     w.field_i64(9, (end_us - start_us) as i64);
 
-    let properties: &[_] = if detail == Detail::Bare {
-        &[]
-    } else {
-        &span.properties
-    };
+    let properties: &[_] = if detail == Detail::Bare { &[] } else { &span.properties };
     let tags = properties.len() + usize::from(truncated);
     if tags > 0 {
         w.field(10, Type::List);
@@ -299,14 +295,7 @@ impl<W: Wire> Encoder<W> {
             let end = self.ends[i];
             if chunk_spans > 0 && end - chunk_start > self.span_budget {
                 let chunk_end = self.ends[i - 1];
-                self.send_message(
-                    chunk_start,
-                    chunk_end,
-                    chunk_spans,
-                    next_seq_no,
-                    &stats,
-                    &mut send,
-                );
+                self.send_message(chunk_start, chunk_end, chunk_spans, next_seq_no, &stats, &mut send);
                 chunk_start = chunk_end;
                 chunk_spans = 0;
             }
@@ -314,14 +303,7 @@ impl<W: Wire> Encoder<W> {
         }
         if chunk_spans > 0 {
             let chunk_end = self.spans.buf().len();
-            self.send_message(
-                chunk_start,
-                chunk_end,
-                chunk_spans,
-                next_seq_no,
-                &stats,
-                &mut send,
-            );
+            self.send_message(chunk_start, chunk_end, chunk_spans, next_seq_no, &stats, &mut send);
         }
         outcome
     }
@@ -338,14 +320,7 @@ impl<W: Wire> Encoder<W> {
         self.message.buf().clear();
         let spans = &self.spans.buf()[start..end];
         let stats = stats();
-        batch_message(
-            &mut self.message,
-            &self.process,
-            spans,
-            span_count,
-            *next_seq_no,
-            Some(&stats),
-        );
+        batch_message(&mut self.message, &self.process, spans, span_count, *next_seq_no, Some(&stats));
         *next_seq_no = next_seq_no.wrapping_add(1);
         send(self.message.buf(), span_count);
     }
@@ -385,9 +360,8 @@ pub(crate) mod tests {
         let mut encoder = Encoder::<W>::new(process, max_message);
         let mut out = Vec::new();
         let mut seq = 1;
-        let outcome = encoder.encode(records, &mut seq, ClientStats::default, |bytes, n| {
-            out.push((bytes.to_vec(), n))
-        });
+        let outcome =
+            encoder.encode(records, &mut seq, ClientStats::default, |bytes, n| out.push((bytes.to_vec(), n)));
         (out, outcome)
     }
 

@@ -119,19 +119,12 @@ fn expected_span(record: &SpanRecord) -> Value {
         (9, Value::I64((end - start) as i64)),
     ];
     if record.parent_id.0 != 0 {
-        let reference = fields(vec![
-            (1, Value::I32(0)),
-            (2, low),
-            (3, high),
-            (4, Value::I64(record.parent_id.0 as i64)),
-        ]);
+        let reference =
+            fields(vec![(1, Value::I32(0)), (2, low), (3, high), (4, Value::I64(record.parent_id.0 as i64))]);
         span.push((6, Value::List(vec![reference])));
     }
     if !record.properties.is_empty() {
-        span.push((
-            10,
-            Value::List(record.properties.iter().map(|(k, v)| string_tag(k, v)).collect()),
-        ));
+        span.push((10, Value::List(record.properties.iter().map(|(k, v)| string_tag(k, v)).collect())));
     }
     if !record.events.is_empty() {
         let logs = record
@@ -154,20 +147,14 @@ fn expected_span(record: &SpanRecord) -> Value {
 fn process() -> Process {
     Process {
         service_name: "svc ✓".to_string(),
-        tags: vec![
-            ("hostname".to_string(), "host".to_string()),
-            ("ключ".to_string(), "".to_string()),
-        ],
+        tags: vec![("hostname".to_string(), "host".to_string()), ("ключ".to_string(), "".to_string())],
     }
 }
 
 fn expected_process() -> Value {
     fields(vec![
         (1, s("svc ✓")),
-        (
-            2,
-            Value::List(vec![string_tag("hostname", "host"), string_tag("ключ", "")]),
-        ),
+        (2, Value::List(vec![string_tag("hostname", "host"), string_tag("ключ", "")])),
     ])
 }
 
@@ -198,11 +185,7 @@ fn edge_records() -> Vec<SpanRecord> {
             begin_time_unix_ns: 1_700_000_000_123_456_789,
             duration_ns: 999,
             name: "数据库 query 🚀 ünïcödé".into(),
-            properties: vec![
-                property("ключ", "значение ✓"),
-                property("", ""),
-                property("k", "v"),
-            ],
+            properties: vec![property("ключ", "значение ✓"), property("", ""), property("k", "v")],
             events: vec![
                 EventRecord {
                     name: "cache miss 🙈".into(),
@@ -223,9 +206,7 @@ fn edge_records() -> Vec<SpanRecord> {
             begin_time_unix_ns: u64::MAX - 5000,
             duration_ns: 4000,
             name: "x".repeat(300).into(),
-            properties: (0..40)
-                .map(|i| property(format!("key{i}"), "v".repeat(i)))
-                .collect(),
+            properties: (0..40).map(|i| property(format!("key{i}"), "v".repeat(i))).collect(),
             events: vec![],
         },
     ]
@@ -241,11 +222,7 @@ fn huge_tag_record(bytes: usize) -> SpanRecord {
         duration_ns: 2_000,
         name: "huge".into(),
         properties: vec![property("blob", "é".repeat(bytes / 2)), property("small", "ok")],
-        events: vec![EventRecord {
-            name: "e".into(),
-            timestamp_unix_ns: 1_500_000,
-            properties: vec![],
-        }],
+        events: vec![EventRecord { name: "e".into(), timestamp_unix_ns: 1_500_000, properties: vec![] }],
     }
 }
 
@@ -298,13 +275,7 @@ fn test_vector_matches_byte_for_byte() {
     span.struct_end();
 
     let mut process_bytes = Compact::default();
-    crate::model::process(
-        &mut process_bytes,
-        &Process {
-            service_name: "svc".into(),
-            tags: vec![],
-        },
-    );
+    crate::model::process(&mut process_bytes, &Process { service_name: "svc".into(), tags: vec![] });
     let mut message = Compact::default();
     batch_message(&mut message, &process_bytes.buf, &span.buf, 1, 1, None);
     assert_eq!(message.buf, expected);
@@ -321,14 +292,8 @@ fn test_vector_matches_byte_for_byte() {
         properties: vec![property("k", "v")],
         events: vec![],
     };
-    let (out, _) = messages::<Compact>(
-        &Process {
-            service_name: "svc".into(),
-            tags: vec![],
-        },
-        65_000,
-        &[record],
-    );
+    let (out, _) =
+        messages::<Compact>(&Process { service_name: "svc".into(), tags: vec![] }, 65_000, &[record]);
     let datagram = &out[0].0;
     assert_eq!(expected.len(), 71);
     let span_bytes: Vec<u8> = [&expected[23..48], &[0x19, 0x1c], &expected[50..59], &[0x00]].concat();
@@ -346,14 +311,7 @@ fn empty_batch_round_trips() {
     let mut process_bytes = Compact::default();
     crate::model::process(&mut process_bytes, &process());
     let mut message = Compact::default();
-    batch_message(
-        &mut message,
-        &process_bytes.buf,
-        &[],
-        0,
-        42,
-        Some(&ClientStats::default()),
-    );
+    batch_message(&mut message, &process_bytes.buf, &[], 0, 42, Some(&ClientStats::default()));
     let batch = decode_compact(&message.buf);
     assert_eq!(batch[&1], expected_process());
     assert_eq!(batch[&2], Value::List(vec![]));
@@ -382,10 +340,7 @@ fn edge_cases_round_trip_in_both_protocols() {
     assert_eq!(batch[&1], expected_process());
     assert_eq!(batch_spans(&batch), expected);
     assert_eq!(batch[&3], Value::I64(1));
-    assert_eq!(
-        batch[&4],
-        fields(vec![(1, Value::I64(0)), (2, Value::I64(0)), (3, Value::I64(0))])
-    );
+    assert_eq!(batch[&4], fields(vec![(1, Value::I64(0)), (2, Value::I64(0)), (3, Value::I64(0))]));
 
     let (bodies, outcome) = messages::<Binary>(&process(), 1 << 20, &records);
     assert_eq!(outcome, Default::default());
@@ -400,10 +355,7 @@ fn huge_tags_go_whole_over_http_and_truncated_over_udp() {
 
     let (bodies, outcome) = messages::<Binary>(&process(), 4 << 20, std::slice::from_ref(&record));
     assert_eq!(outcome, Default::default());
-    assert_eq!(
-        batch_spans(&decode_binary(&bodies[0].0)),
-        vec![expected_span(&record)]
-    );
+    assert_eq!(batch_spans(&decode_binary(&bodies[0].0)), vec![expected_span(&record)]);
 
     let (datagrams, outcome) = messages::<Compact>(&process(), 65_000, std::slice::from_ref(&record));
     assert_eq!((outcome.truncated, outcome.dropped), (1, 0));
@@ -413,9 +365,7 @@ fn huge_tags_go_whole_over_http_and_truncated_over_udp() {
     let Value::Struct(span) = &spans[0] else { panic!() };
     // Ids, name and times intact; the blob cut at a char boundary; the
     // small tag and the log kept; the truncation tagged.
-    let Value::Struct(whole) = expected_span(&record) else {
-        panic!()
-    };
+    let Value::Struct(whole) = expected_span(&record) else { panic!() };
     for id in [1, 2, 3, 4, 5, 6, 7, 8, 9, 11] {
         assert_eq!(span[&id], whole[&id], "field {id}");
     }
@@ -473,10 +423,7 @@ fn large_reports_are_split_in_order_under_the_limit() {
             decoded.extend(spans);
         }
         assert_eq!(decoded.len(), records.len());
-        assert!(decoded
-            .iter()
-            .zip(&records)
-            .all(|(got, record)| *got == expected_span(record)));
+        assert!(decoded.iter().zip(&records).all(|(got, record)| *got == expected_span(record)));
         // Well packed: each datagram is at least half full but the last.
         let full = datagrams.iter().rev().skip(1).all(|(d, _)| d.len() > max / 2);
         assert!(full, "{max}");
@@ -486,11 +433,7 @@ fn large_reports_are_split_in_order_under_the_limit() {
 #[test]
 fn errors_are_logged_at_most_once_per_interval() {
     use std::time::Duration;
-    let mut log = crate::ErrorLog {
-        interval: Duration::from_secs(3600),
-        last: None,
-        suppressed: 0,
-    };
+    let mut log = crate::ErrorLog { interval: Duration::from_secs(3600), last: None, suppressed: 0 };
     let mut written = 0;
     for _ in 0..5 {
         log.log(|| {
@@ -500,11 +443,7 @@ fn errors_are_logged_at_most_once_per_interval() {
     }
     assert_eq!((written, log.suppressed), (1, 4));
 
-    let mut log = crate::ErrorLog {
-        interval: Duration::ZERO,
-        last: None,
-        suppressed: 0,
-    };
+    let mut log = crate::ErrorLog { interval: Duration::ZERO, last: None, suppressed: 0 };
     let mut written = 0;
     for _ in 0..3 {
         log.log(|| {

@@ -141,11 +141,7 @@ impl Protocol for Compact {
     }
 
     fn field_bool(&mut self, id: i16, value: bool) {
-        let code = if value {
-            Compact::BOOL_TRUE
-        } else {
-            Compact::BOOL_FALSE
-        };
+        let code = if value { Compact::BOOL_TRUE } else { Compact::BOOL_FALSE };
         self.field_header(id, code);
     }
 

@@ -34,15 +34,11 @@ impl Agent {
         socket.connect(agent)?;
         // A datagram send blocks only while the socket's send buffer is full.
         socket.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        Ok(Agent {
-            socket,
-            last_sent_spans: 0,
-        })
+        Ok(Agent { socket, last_sent_spans: 0 })
     }
 
     pub(crate) fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.socket
-            .set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
+        self.socket.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
     }
 
     /// Sends one datagram carrying `spans` spans.

@@ -78,24 +78,15 @@ fn an_http_error_status_is_counted() {
             request.extend_from_slice(&buf[..n]);
             if let Some(head_end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&request[..head_end]).to_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .unwrap()
-                    .parse()
-                    .unwrap();
+                let length: usize =
+                    head.lines().find_map(|l| l.strip_prefix("content-length: ")).unwrap().parse().unwrap();
                 if request.len() >= head_end + 4 + length {
                     break;
                 }
             }
         }
         let body = "Unable to process request body";
-        write!(
-            stream,
-            "HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
+        write!(stream, "HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
     });
     let before = stats().dropped_by_reporter;
     let mut reporter = JaegerReporter::http(addr, "failing");
@@ -118,11 +109,7 @@ fn a_silent_collector_stalls_the_reporter_only_briefly() {
         reporter.report(&records(3, 10));
     }
     // One timeout, then the reporter backs off instead of waiting again.
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(handle.get().spans_failed, 30);
     drop(listener);
 }
@@ -131,9 +118,8 @@ fn a_silent_collector_stalls_the_reporter_only_briefly() {
 fn oversized_spans_are_truncated_or_dropped_and_counted() {
     let agent = UdpSocket::bind("127.0.0.1:0").unwrap();
     agent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut reporter = JaegerReporter::new(agent.local_addr().unwrap(), "big")
-        .unwrap()
-        .with_max_message_size(1200);
+    let mut reporter =
+        JaegerReporter::new(agent.local_addr().unwrap(), "big").unwrap().with_max_message_size(1200);
     let handle = reporter.stats();
     // Three spans with a 5 000-byte tag: each is truncated and sent alone.
     reporter.report(&records(3, 5000));

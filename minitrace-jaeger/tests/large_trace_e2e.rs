@@ -68,13 +68,8 @@ fn check_spans(spans: &[Value], records: &[SpanRecord]) -> usize {
         let id = u64::from_str_radix(span["spanID"].as_str().unwrap(), 16).unwrap();
         let record = by_id[&id];
         assert_eq!(span["operationName"], record.name.as_ref());
-        assert_eq!(
-            span["startTime"].as_u64().unwrap(),
-            record.begin_time_unix_ns / 1000
-        );
-        let parent = span["references"][0]["spanID"]
-            .as_str()
-            .map(|p| u64::from_str_radix(p, 16).unwrap());
+        assert_eq!(span["startTime"].as_u64().unwrap(), record.begin_time_unix_ns / 1000);
+        let parent = span["references"][0]["spanID"].as_str().map(|p| u64::from_str_radix(p, 16).unwrap());
         assert_eq!(parent.unwrap_or(0), record.parent_id.0, "{span}");
         assert_eq!(span["tags"][0]["value"], record.properties[0].1.as_ref());
         assert_eq!(span["logs"].as_array().map_or(0, Vec::len), record.events.len());
@@ -90,10 +85,8 @@ fn twenty_thousand_spans_over_http_arrive_whole() {
     let Some(jaeger) = common::jaeger("twenty_thousand_spans_over_http_arrive_whole") else {
         return;
     };
-    let mut reporter = JaegerReporter::http(
-        jaeger.collector,
-        common::unique_service("minitrace-jaeger-big-http"),
-    );
+    let mut reporter =
+        JaegerReporter::http(jaeger.collector, common::unique_service("minitrace-jaeger-big-http"));
     let stats = reporter.stats();
     let (trace_id, records) = big_trace();
     reporter.report(&records);

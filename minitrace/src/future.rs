@@ -36,10 +36,7 @@ pub trait FutureExt: Future + Sized {
     /// ```
     #[inline]
     fn in_span(self, span: Span) -> InSpan<Self> {
-        InSpan {
-            inner: self,
-            span: Some(span),
-        }
+        InSpan { inner: self, span: Some(span) }
     }
 
     /// Records a local span named `name` around each poll of the future,
@@ -52,10 +49,7 @@ pub trait FutureExt: Future + Sized {
     /// ```
     #[inline]
     fn enter_on_poll(self, name: impl Into<Cow<'static, str>>) -> EnterOnPoll<Self> {
-        EnterOnPoll {
-            inner: self,
-            name: name.into(),
-        }
+        EnterOnPoll { inner: self, name: name.into() }
     }
 }
 

@@ -6,7 +6,7 @@ use crate::collector::message::{Batch, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
 use crate::collector::{global, queue, stats, SpanContext, SpanId};
-use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
 use crate::local::stack;
 use crate::local::LocalSpans;
 
@@ -35,7 +35,9 @@ use crate::local::LocalSpans;
 #[must_use]
 #[derive(Default)]
 pub struct Span {
-    inner: Option<Box<SpanInner>>,
+    // Inline rather than boxed: no allocation per span, and no free on the
+    // collector thread (the span's fields move into its message).
+    inner: Option<SpanInner>,
 }
 
 struct SpanInner {
@@ -163,10 +165,7 @@ impl Span {
             Some(inner) if crate::ENABLED => stack::push_line(Some(inner.targets.with_parent(inner.raw.id))),
             _ => None,
         };
-        LocalParentGuard {
-            epoch,
-            _not_send: PhantomData,
-        }
+        LocalParentGuard { epoch, _not_send: PhantomData }
     }
 
     /// Adds a property (the closure runs only for a recording span).
@@ -255,11 +254,7 @@ impl Span {
             return;
         }
         let targets = inner.targets.with_parent(inner.raw.id);
-        queue::submit(Message {
-            batch: Batch::Mounted(spans),
-            targets,
-            role: Role::Child,
-        });
+        queue::submit(Message { batch: Batch::Mounted(spans), targets, role: Role::Child });
     }
 
     /// Time since the span started; `None` for a no-op span.
@@ -304,21 +299,15 @@ impl Span {
         if let Some(inner) = &self.inner {
             let event = RawSpan::event(LINE_PARENT, name, properties);
             let targets = inner.targets.with_parent(inner.raw.id);
-            queue::submit(Message {
-                batch: Batch::Local(vec![event]),
-                targets,
-                role: Role::Child,
-            });
+            queue::submit(Message { batch: Batch::Local(vec![event]), targets, role: Role::Child });
         }
     }
 
     #[inline]
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.
-        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into());
-        Span {
-            inner: Some(Box::new(SpanInner { raw, targets, role })),
-        }
+        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::AnyThread.now());
+        Span { inner: Some(SpanInner { raw, targets, role }) }
     }
 }
 
@@ -326,17 +315,9 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let SpanInner {
-                mut raw,
-                targets,
-                role,
-            } = *inner;
-            raw.end = minstant::Instant::now();
-            queue::submit(Message {
-                batch: Batch::Span(raw),
-                targets,
-                role,
-            });
+            let SpanInner { mut raw, targets, role } = inner;
+            raw.end = Clock::AnyThread.now();
+            queue::submit(Message { batch: Batch::Span(raw), targets, role });
         }
     }
 }

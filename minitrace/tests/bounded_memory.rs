@@ -16,11 +16,7 @@ impl Reporter for SlowReporter {
 
 fn resident_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
     pages * 4096
 }
 
@@ -42,10 +38,7 @@ fn memory_stays_flat_with_a_slow_reporter() {
     // Before any reporter: roots are counted no-ops.
     let before = minitrace::collector::stats();
     produce(1_000_000);
-    assert_eq!(
-        minitrace::collector::stats().roots_without_reporter - before.roots_without_reporter,
-        10_000
-    );
+    assert_eq!(minitrace::collector::stats().roots_without_reporter - before.roots_without_reporter, 10_000);
 
     minitrace::set_reporter(SlowReporter, Config::default());
     let before = minitrace::collector::stats();
@@ -71,15 +64,9 @@ fn memory_stays_flat_with_a_slow_reporter() {
     producers.into_iter().for_each(|t| t.join().unwrap());
     let after = minitrace::collector::stats();
     println!("resident MiB after each 1M spans: {resident:?}; {after:?}");
-    assert!(
-        after.dropped_queue_full > before.dropped_queue_full,
-        "the slow reporter should cause drops"
-    );
+    assert!(after.dropped_queue_full > before.dropped_queue_full, "the slow reporter should cause drops");
     // Whatever the queues hold is reached early; after that it stays flat.
     let settled = resident[4];
     let peak = *resident[5..].iter().max().unwrap();
-    assert!(
-        peak <= settled + 16,
-        "resident memory kept growing: {resident:?} MiB"
-    );
+    assert!(peak <= settled + 16, "resident memory kept growing: {resident:?} MiB");
 }

@@ -45,10 +45,7 @@ fn a_thread_exiting_with_open_spans_reports_them() {
     .join()
     .unwrap();
     drop(root);
-    assert_eq!(
-        tree(trace_id),
-        "\nrequest []\n    worker []\n        still open []\n"
-    );
+    assert_eq!(tree(trace_id), "\nrequest []\n    worker []\n        still open []\n");
     let records = trace(trace_id);
     let open = records.iter().find(|r| r.name == "still open").unwrap();
     assert!(open.duration_ns > 0);
@@ -97,10 +94,7 @@ fn guards_dropped_out_of_order() {
 #[test]
 fn flush_inside_a_tokio_runtime_returns_with_spans_reported() {
     reported();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let trace_id = runtime.block_on(async {
         let context = SpanContext::random();
         drop(Span::root("async request", context));

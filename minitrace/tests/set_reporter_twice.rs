@@ -16,12 +16,7 @@ fn the_second_reporter_replaces_the_first() {
     minitrace::flush();
 
     let names = |spans: &std::sync::Arc<std::sync::Mutex<Vec<SpanRecord>>>| {
-        spans
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| r.name.to_string())
-            .collect::<Vec<_>>()
+        spans.lock().unwrap().iter().map(|r| r.name.to_string()).collect::<Vec<_>>()
     };
     assert_eq!(names(&first_spans), ["before"]);
     assert_eq!(names(&second_spans), ["after"]);

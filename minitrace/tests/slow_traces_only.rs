@@ -9,10 +9,7 @@ use minitrace::prelude::*;
 #[test]
 fn only_traces_slower_than_the_threshold_are_reported() {
     let (reporter, spans) = TestReporter::new();
-    minitrace::set_reporter(
-        reporter,
-        Config::default().report_slow_traces_only(Duration::from_millis(20)),
-    );
+    minitrace::set_reporter(reporter, Config::default().report_slow_traces_only(Duration::from_millis(20)));
     let before = minitrace::collector::stats();
 
     let request = |name: &'static str, work: Duration| {

@@ -76,11 +76,7 @@ fn events_attach_to_their_spans() {
     let records = trace(trace_id);
     let events_of = |name: &str| {
         let record = records.iter().find(|r| r.name == name).unwrap();
-        record
-            .events
-            .iter()
-            .map(|e| e.name.to_string())
-            .collect::<Vec<_>>()
+        record.events.iter().map(|e| e.name.to_string()).collect::<Vec<_>>()
     };
     assert_eq!(events_of("root"), ["on root"]);
     assert_eq!(events_of("local"), ["on local"]);
@@ -135,10 +131,7 @@ fn times_are_nested_and_near_the_wall_clock() {
     assert!(child.duration_ns >= 2_000_000);
     assert!(child.begin_time_unix_ns >= root.begin_time_unix_ns);
     assert!(child.begin_time_unix_ns + child.duration_ns <= root.begin_time_unix_ns + root.duration_ns);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     assert!(now.abs_diff(root.begin_time_unix_ns) < 10_000_000_000);
 }
 
@@ -153,10 +146,7 @@ fn remote_parents_and_w3c_context_are_kept() {
     assert_eq!(context.trace_id, remote.trace_id);
     {
         let _guard = root.set_local_parent();
-        assert_eq!(
-            SpanContext::current_local_parent().unwrap().span_id,
-            context.span_id
-        );
+        assert_eq!(SpanContext::current_local_parent().unwrap().span_id, context.span_id);
     }
     drop(root);
     let records = trace(remote.trace_id);
@@ -183,11 +173,8 @@ fn unsampled_contexts_and_cancelled_roots_report_nothing() {
 #[test]
 fn futures_are_traced_across_polls_and_threads() {
     let (root, trace_id) = new_root("root");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     runtime.block_on(
         async {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -205,8 +192,5 @@ fn futures_are_traced_across_polls_and_threads() {
     );
     drop(root);
     let text = tree(trace_id);
-    assert!(
-        text.starts_with("\nroot []\n    task []\n        after await []\n"),
-        "{text}"
-    );
+    assert!(text.starts_with("\nroot []\n    task []\n        after await []\n"), "{text}");
 }

@@ -40,10 +40,7 @@ fn produce(sender: mpsc::Sender<Span>, receiver: mpsc::Receiver<Span>) -> Vec<Tr
             let _span = LocalSpan::enter_with_local_parent("batched");
         }
         let batch = collector.collect();
-        let (a, b) = (
-            Span::enter_with_parent("a", &root),
-            Span::enter_with_parent("b", &root),
-        );
+        let (a, b) = (Span::enter_with_parent("a", &root), Span::enter_with_parent("b", &root));
         for parent in [&root, &a, &b] {
             parent.push_child_spans(batch.clone());
         }

@@ -52,6 +52,31 @@ impl Instant {
         Instant(clock().now_ticks())
     }
 
+    /// A cheaper reading for timing an interval on one thread: both ends
+    /// read with `now_unordered` on the same thread give its length.
+    ///
+    /// Where the TSC is used and every core's counter is in step, this is a
+    /// plain `RDTSC` (about half the cost of `RDTSCP` on common CPUs);
+    /// otherwise it is [`Instant::now`]. The price: the CPU may take the
+    /// reading a little before the instructions that precede it complete, so
+    /// it is **not ordered with other threads**: a reading taken after
+    /// seeing another thread's reading can be earlier than it by the length
+    /// of the CPU's out-of-order window (tens of nanoseconds). Use
+    /// [`Instant::now`] whenever readings are compared across threads.
+    ///
+    /// ```
+    /// use minstant::Instant;
+    ///
+    /// let start = Instant::now_unordered();
+    /// let sum: u64 = (0..1_000).sum();
+    /// let spent = Instant::now_unordered().duration_since(start);
+    /// # let _ = (sum, spent);
+    /// ```
+    #[inline]
+    pub fn now_unordered() -> Instant {
+        Instant(clock().now_ticks_unordered())
+    }
+
     /// Time from `earlier` to `self`, or zero if `earlier` is later.
     ///
     /// ```
@@ -63,6 +88,7 @@ impl Instant {
     /// assert_eq!(later.duration_since(earlier).as_micros(), 5);
     /// assert_eq!(earlier.duration_since(later), Duration::ZERO);
     /// ```
+    #[inline]
     pub fn duration_since(&self, earlier: Instant) -> Duration {
         self.saturating_duration_since(earlier)
     }
@@ -75,6 +101,7 @@ impl Instant {
     /// assert!(later.checked_duration_since(earlier).is_some());
     /// assert!(earlier.checked_duration_since(later).is_some() == (earlier == later));
     /// ```
+    #[inline]
     pub fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
         let ticks = self.0.checked_sub(earlier.0)?;
         Some(Duration::from_nanos(clock().ticks_to_nanos(ticks)))
@@ -87,6 +114,7 @@ impl Instant {
     /// let now = minstant::Instant::now();
     /// assert_eq!(now.saturating_duration_since(now + Duration::from_secs(1)), Duration::ZERO);
     /// ```
+    #[inline]
     pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
         self.checked_duration_since(earlier).unwrap_or_default()
     }
@@ -98,6 +126,7 @@ impl Instant {
     /// let spent = start.elapsed();
     /// assert!(spent < std::time::Duration::from_secs(60));
     /// ```
+    #[inline]
     pub fn elapsed(&self) -> Duration {
         Instant::now().duration_since(*self)
     }
@@ -110,10 +139,9 @@ impl Instant {
     /// assert!(now.checked_add(Duration::from_secs(1)).is_some());
     /// assert!(now.checked_add(Duration::MAX).is_none());
     /// ```
+    #[inline]
     pub fn checked_add(&self, duration: Duration) -> Option<Instant> {
-        self.0
-            .checked_add(clock().duration_to_ticks(duration)?)
-            .map(Instant)
+        self.0.checked_add(clock().duration_to_ticks(duration)?).map(Instant)
     }
 
     /// `self - duration`, or `None` before [`Instant::ZERO`].
@@ -123,10 +151,9 @@ impl Instant {
     /// let zero = minstant::Instant::ZERO;
     /// assert!(zero.checked_sub(Duration::from_nanos(1_000)).is_none());
     /// ```
+    #[inline]
     pub fn checked_sub(&self, duration: Duration) -> Option<Instant> {
-        self.0
-            .checked_sub(clock().duration_to_ticks(duration)?)
-            .map(Instant)
+        self.0.checked_sub(clock().duration_to_ticks(duration)?).map(Instant)
     }
 
     /// Nanoseconds since the unix epoch, on the wall clock as `anchor` saw it.
@@ -140,6 +167,7 @@ impl Instant {
     /// let nanos = minstant::Instant::now().as_unix_nanos(&anchor);
     /// assert!(nanos > 1_600_000_000 * 1_000_000_000);
     /// ```
+    #[inline]
     pub fn as_unix_nanos(&self, anchor: &Anchor) -> u64 {
         let clock = clock();
         if self.0 >= anchor.ticks {
@@ -266,15 +294,9 @@ mod tests {
 
     #[test]
     fn unix_conversion_saturates_at_both_ends() {
-        let anchor = Anchor {
-            unix_nanos: 10,
-            ticks: u64::MAX / 2,
-        };
+        let anchor = Anchor { unix_nanos: 10, ticks: u64::MAX / 2 };
         assert_eq!(Instant::ZERO.as_unix_nanos(&anchor), 0);
-        let far = Anchor {
-            unix_nanos: u64::MAX - 10,
-            ticks: 0,
-        };
+        let far = Anchor { unix_nanos: u64::MAX - 10, ticks: 0 };
         assert_eq!(Instant(u64::MAX).as_unix_nanos(&far), u64::MAX);
     }
 

@@ -10,22 +10,14 @@ pub(crate) fn now_nanos() -> u64 {
     const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
     #[cfg(all(feature = "fallback-coarse", any(target_os = "linux", target_os = "android")))]
     const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC_COARSE;
-    #[cfg(all(
-        feature = "fallback-coarse",
-        not(any(target_os = "linux", target_os = "android"))
-    ))]
+    #[cfg(all(feature = "fallback-coarse", not(any(target_os = "linux", target_os = "android"))))]
     const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
 
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is one that
     // every supported unix provides, so the call cannot fail.
     unsafe { libc::clock_gettime(CLOCK, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
 /// Elsewhere std's monotonic clock is the portable equivalent; its origin is

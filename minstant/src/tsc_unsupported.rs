@@ -20,4 +20,8 @@ impl TscClock {
     pub(crate) fn now(&self) -> u64 {
         match *self {}
     }
+
+    pub(crate) fn now_unordered(&self) -> u64 {
+        match *self {}
+    }
 }

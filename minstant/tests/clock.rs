@@ -48,10 +48,7 @@ fn check_monotonic_within_a_thread(reads: usize) {
             hop_cpu(i / 10_000);
         }
         let now = Instant::now();
-        assert!(
-            now >= previous,
-            "went backwards at read {i}: {previous:?} -> {now:?}"
-        );
+        assert!(now >= previous, "went backwards at read {i}: {previous:?} -> {now:?}");
         previous = now;
     }
     allow_all_cpus();
@@ -127,6 +124,20 @@ fn never_goes_backwards_within_a_thread() {
 }
 
 #[test]
+fn unordered_readings_never_go_backwards_within_a_thread() {
+    let mut previous = Instant::now_unordered();
+    for i in 0..2_000_000 {
+        if i % 10_000 == 0 {
+            hop_cpu(i / 10_000);
+        }
+        let now = Instant::now_unordered();
+        assert!(now >= previous, "went backwards at read {i}");
+        previous = now;
+    }
+    allow_all_cpus();
+}
+
+#[test]
 fn causal_across_threads_that_move_between_cores() {
     assert_eq!(count_causality_violations(Duration::from_millis(1_500)), 0);
 }
@@ -136,11 +147,7 @@ fn elapsed_time_agrees_with_clock_monotonic_within_50_ppm() {
     // A preempted pairing can only make one try look bad; two of three must pass.
     let drifts: Vec<f64> = (0..3).map(|_| drift_ppm(Duration::from_millis(400))).collect();
     let good = drifts.iter().filter(|ppm| ppm.abs() <= 50.0).count();
-    assert!(
-        good >= 2,
-        "drift over 400 ms, ppm: {drifts:?} ({:?})",
-        minstant::clock_info()
-    );
+    assert!(good >= 2, "drift over 400 ms, ppm: {drifts:?} ({:?})", minstant::clock_info());
 }
 
 #[test]
@@ -175,10 +182,7 @@ fn child_checks() {
     check_monotonic_within_a_thread(200_000);
     assert_eq!(count_causality_violations(Duration::from_millis(300)), 0);
     let drifts: Vec<f64> = (0..3).map(|_| drift_ppm(Duration::from_millis(100))).collect();
-    assert!(
-        drifts.iter().filter(|ppm| ppm.abs() <= 100.0).count() >= 2,
-        "{drifts:?}"
-    );
+    assert!(drifts.iter().filter(|ppm| ppm.abs() <= 100.0).count() >= 2, "{drifts:?}");
 }
 
 fn run_child_checks(mut command: Command) {
@@ -197,9 +201,7 @@ fn run_child_checks(mut command: Command) {
 #[test]
 fn forced_fallback_keeps_every_promise() {
     let mut child = Command::new(std::env::current_exe().unwrap());
-    child
-        .env("MINSTANT_CLOCK", "monotonic")
-        .env("EXPECT_SOURCE", "Monotonic");
+    child.env("MINSTANT_CLOCK", "monotonic").env("EXPECT_SOURCE", "Monotonic");
     run_child_checks(child);
 }
 

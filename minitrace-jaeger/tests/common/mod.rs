@@ -55,10 +55,7 @@ impl Jaeger {
         write!(stream, "GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.query).map_err(|e| e.to_string())?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).map_err(|e| e.to_string())?;
-        let split = response
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or("no HTTP head")?;
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no HTTP head")?;
         let head = String::from_utf8_lossy(&response[..split]);
         if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
             return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
@@ -68,19 +65,13 @@ impl Jaeger {
 
     /// Every trace of `service` in the last hour (up to `limit`).
     pub fn traces(&self, service: &str, limit: usize) -> Vec<Value> {
-        let answer = self
-            .get(&format!(
-                "/api/traces?service={service}&limit={limit}&lookback=1h"
-            ))
-            .unwrap();
+        let answer = self.get(&format!("/api/traces?service={service}&limit={limit}&lookback=1h")).unwrap();
         answer["data"].as_array().cloned().unwrap_or_default()
     }
 
     /// One trace by id.
     pub fn trace(&self, trace_id: TraceId) -> Value {
-        let answer = self
-            .get(&format!("/api/traces/{}", jaeger_trace_id(trace_id)))
-            .unwrap();
+        let answer = self.get(&format!("/api/traces/{}", jaeger_trace_id(trace_id))).unwrap();
         answer["data"][0].clone()
     }
 
@@ -90,10 +81,7 @@ impl Jaeger {
         let deadline = Instant::now() + timeout;
         loop {
             let found = self.traces(service, traces * 2 + 10);
-            let span_count: usize = found
-                .iter()
-                .map(|t| t["spans"].as_array().map_or(0, Vec::len))
-                .sum();
+            let span_count: usize = found.iter().map(|t| t["spans"].as_array().map_or(0, Vec::len)).sum();
             if (found.len() >= traces && span_count >= spans) || Instant::now() > deadline {
                 return found;
             }
@@ -165,11 +153,7 @@ pub fn traced_request(index: usize) -> ExpectedTrace {
     let mut spans = Vec::new();
     let index_tag = index.to_string();
 
-    spans.push(expected(
-        "request",
-        None,
-        &[("request.index", &index_tag), ("kind", "root")],
-    ));
+    spans.push(expected("request", None, &[("request.index", &index_tag), ("kind", "root")]));
     let root = Span::root("request", SpanContext::new(trace_id, SpanId(0)))
         .with_properties(|| [("request.index", index_tag.clone()), ("kind", "root".to_string())]);
     {
@@ -179,11 +163,7 @@ pub fn traced_request(index: usize) -> ExpectedTrace {
             let _parse = LocalSpan::enter_with_local_parent("parse").with_property(|| ("step", "parse"));
         }
         {
-            spans.push(expected(
-                "query",
-                Some("request"),
-                &[("table", "orders"), ("ключ", "значение ✓")],
-            ));
+            spans.push(expected("query", Some("request"), &[("table", "orders"), ("ключ", "значение ✓")]));
             let _query = LocalSpan::enter_with_local_parent("query")
                 .with_properties(|| [("table", "orders"), ("ключ", "значение ✓")]);
             for attempt in 1..=2 {
@@ -194,10 +174,7 @@ pub fn traced_request(index: usize) -> ExpectedTrace {
                     LocalSpan::enter_with_local_parent(name).with_property(|| ("attempt", attempt_tag));
                 if attempt == 1 {
                     span.wall_log_us.push(wall_clock_us());
-                    span.logs.push((
-                        "retry".into(),
-                        [("reason".to_string(), "timeout".to_string())].into(),
-                    ));
+                    span.logs.push(("retry".into(), [("reason".to_string(), "timeout".to_string())].into()));
                     Event::add_to_local_parent("retry", || [(cow("reason"), cow("timeout"))]);
                 }
                 spans.push(span);
@@ -233,12 +210,7 @@ fn tags_of(value: &Value) -> BTreeMap<String, String> {
         .as_array()
         .map(|tags| {
             tags.iter()
-                .map(|tag| {
-                    (
-                        tag["key"].as_str().unwrap().to_string(),
-                        json_string(&tag["value"]),
-                    )
-                })
+                .map(|tag| (tag["key"].as_str().unwrap().to_string(), json_string(&tag["value"])))
                 .collect()
         })
         .unwrap_or_default()
@@ -261,26 +233,12 @@ pub fn check_trace(got: &Value, want: &ExpectedTrace, service: &str) -> Vec<Stri
         problems.push(format!("traceID {} != {trace_hex}", got["traceID"]));
     }
     if spans.len() != want.spans.len() {
-        problems.push(format!(
-            "{trace_hex}: {} spans, want {}",
-            spans.len(),
-            want.spans.len()
-        ));
+        problems.push(format!("{trace_hex}: {} spans, want {}", spans.len(), want.spans.len()));
     }
-    let names: HashMap<&str, &str> = spans
-        .iter()
-        .map(|s| {
-            (
-                s["spanID"].as_str().unwrap(),
-                s["operationName"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let names: HashMap<&str, &str> =
+        spans.iter().map(|s| (s["spanID"].as_str().unwrap(), s["operationName"].as_str().unwrap())).collect();
     for expected in &want.spans {
-        let Some(span) = spans
-            .iter()
-            .find(|s| s["operationName"] == expected.name.as_str())
-        else {
+        let Some(span) = spans.iter().find(|s| s["operationName"] == expected.name.as_str()) else {
             problems.push(format!("{trace_hex}: no span {:?}", expected.name));
             continue;
         };
@@ -293,11 +251,7 @@ pub fn check_trace(got: &Value, want: &ExpectedTrace, service: &str) -> Vec<Stri
         let parent = references.first().map(|r| {
             assert_eq!(r["refType"], "CHILD_OF");
             assert_eq!(r["traceID"], trace_hex.as_str());
-            names
-                .get(r["spanID"].as_str().unwrap())
-                .copied()
-                .unwrap_or("<missing>")
-                .to_string()
+            names.get(r["spanID"].as_str().unwrap()).copied().unwrap_or("<missing>").to_string()
         });
         if parent != expected.parent || references.len() > 1 {
             problems.push(format!(
@@ -314,10 +268,7 @@ pub fn check_trace(got: &Value, want: &ExpectedTrace, service: &str) -> Vec<Stri
         }
         let start = span["startTime"].as_i64().unwrap();
         if (start - expected.wall_start_us).abs() > 5_000 {
-            problems.push(format!(
-                "{who}: starts {} µs off the wall clock",
-                start - expected.wall_start_us
-            ));
+            problems.push(format!("{who}: starts {} µs off the wall clock", start - expected.wall_start_us));
         }
         let logs = span["logs"].as_array().cloned().unwrap_or_default();
         let got_logs: Vec<(String, BTreeMap<String, String>)> = logs
@@ -344,10 +295,8 @@ pub fn check_trace(got: &Value, want: &ExpectedTrace, service: &str) -> Vec<Stri
 /// sample of them again through `GET /api/traces/{id}`. Panics listing the
 /// first problems.
 pub fn check_all(jaeger: &Jaeger, found: &[Value], want: &[ExpectedTrace], service: &str) {
-    let by_id: HashMap<String, &Value> = found
-        .iter()
-        .map(|t| (t["traceID"].as_str().unwrap().to_string(), t))
-        .collect();
+    let by_id: HashMap<String, &Value> =
+        found.iter().map(|t| (t["traceID"].as_str().unwrap().to_string(), t)).collect();
     let mut problems = Vec::new();
     let mut missing = BTreeSet::new();
     for (i, trace) in want.iter().enumerate() {

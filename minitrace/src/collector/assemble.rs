@@ -8,13 +8,16 @@ use std::time::{Duration, Instant as StdInstant};
 use minstant::Anchor;
 
 use crate::collector::message::{Batch, Message, Role};
-use crate::collector::target::Target;
+use crate::collector::target::{Target, Targets};
 use crate::collector::{queue, stats, Config, EventRecord, Reporter, SpanId, SpanRecord};
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::util::span_buffers;
 
 /// Spans of a trace whose root has not finished are reported anyway after
 /// this long (the root was leaked, or lives on a thread that exited).
 const OPEN_TRACE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Emptied trace buffers kept for reuse.
+const MAX_SPARE_PARTS: usize = 1024;
 /// Finished traces are remembered for one to two generations...
 const FATE_GENERATION: Duration = Duration::from_secs(2);
 /// ...of at most this many traces each (a few MiB).
@@ -25,8 +28,11 @@ pub(crate) struct Collector {
     config: Config,
     open: HashMap<u64, OpenTrace, BuildIdHasher>,
     finished: RecentFates,
-    /// Reused between cycles.
+    /// Reused between cycles and traces.
     inbox: Vec<Message>,
+    spare_parts: Vec<Vec<(Batch, Target)>>,
+    /// Local span buffers emptied this cycle, returned to the pool at its end.
+    emptied: Vec<Vec<RawSpan>>,
     outbox: Vec<SpanRecord>,
 }
 
@@ -34,6 +40,17 @@ struct OpenTrace {
     parts: Vec<(Batch, Target)>,
     spans: usize,
     opened: StdInstant,
+}
+
+impl OpenTrace {
+    fn add(&mut self, batch: Batch, target: Target, spans: usize, config: &Config) {
+        if config.max_spans_per_trace.is_some_and(|max| self.spans + spans > max) {
+            stats::count_trace_too_large(spans);
+        } else {
+            self.spans += spans;
+            self.parts.push((batch, target));
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -52,6 +69,8 @@ impl Collector {
             open: HashMap::default(),
             finished: RecentFates::new(),
             inbox: Vec::new(),
+            spare_parts: Vec::new(),
+            emptied: Vec::new(),
             outbox: Vec::new(),
         }
     }
@@ -96,40 +115,40 @@ impl Collector {
 
         self.expire(&anchor);
         if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
-            let parts: Vec<_> = self
-                .open
-                .values_mut()
-                .flat_map(|trace| trace.parts.drain(..))
-                .collect();
-            into_records(parts, &anchor, &mut self.outbox);
+            let parts: Vec<_> = self.open.values_mut().flat_map(|trace| trace.parts.drain(..)).collect();
+            into_records_recycling(parts, &anchor, &mut self.outbox, &mut self.emptied);
         }
         self.report();
+        span_buffers::recycle(&mut self.emptied);
     }
 
     fn add_child(&mut self, message: Message, anchor: &Anchor) {
-        for (batch, target) in split_by_target(message) {
-            let spans = batch.span_count();
-            match self.finished.get(target.collect_id) {
-                Some(Fate::Reported) => into_records(vec![(batch, target)], anchor, &mut self.outbox),
-                Some(Fate::Discarded) => stats::count_sampled_out(spans),
-                Some(Fate::RootDropped) => stats::count_queue_full(spans),
-                None => {
-                    let trace = self.open.entry(target.collect_id).or_insert_with(|| OpenTrace {
-                        parts: Vec::new(),
-                        spans: 0,
-                        opened: StdInstant::now(),
-                    });
-                    if self
-                        .config
-                        .max_spans_per_trace
-                        .is_some_and(|max| trace.spans + spans > max)
-                    {
-                        stats::count_trace_too_large(spans);
-                    } else {
-                        trace.spans += spans;
-                        trace.parts.push((batch, target));
-                    }
+        match message.targets {
+            Targets::One(target) => self.add_part(message.batch, target, anchor),
+            Targets::Many(targets) => {
+                for (batch, target) in message.batch.share(targets.len()).into_iter().zip(targets) {
+                    self.add_part(batch, target, anchor);
                 }
+            }
+        }
+    }
+
+    fn add_part(&mut self, batch: Batch, target: Target, anchor: &Anchor) {
+        let spans = batch.span_count();
+        // Most parts belong to a trace that is still open: one lookup.
+        if let Some(trace) = self.open.get_mut(&target.collect_id) {
+            return trace.add(batch, target, spans, &self.config);
+        }
+        match self.finished.get(target.collect_id) {
+            Some(Fate::Reported) => {
+                into_records_recycling([(batch, target)], anchor, &mut self.outbox, &mut self.emptied)
+            }
+            Some(Fate::Discarded) => stats::count_sampled_out(spans),
+            Some(Fate::RootDropped) => stats::count_queue_full(spans),
+            None => {
+                let parts = self.spare_parts.pop().unwrap_or_default();
+                let trace = OpenTrace { parts, spans: 0, opened: StdInstant::now() };
+                self.open.entry(target.collect_id).or_insert(trace).add(batch, target, spans, &self.config);
             }
         }
     }
@@ -146,9 +165,13 @@ impl Collector {
             stats::count_sampled_out(spans);
             Fate::Discarded
         } else {
-            let mut parts = trace.map_or_else(Vec::new, |trace| trace.parts);
+            let mut parts =
+                trace.map_or_else(|| self.spare_parts.pop().unwrap_or_default(), |trace| trace.parts);
             parts.push((root.batch, target));
-            into_records(parts, anchor, &mut self.outbox);
+            into_records_recycling(parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
+            if self.spare_parts.len() < MAX_SPARE_PARTS {
+                self.spare_parts.push(parts);
+            }
             Fate::Reported
         };
         self.finished.insert(target.collect_id, fate);
@@ -164,7 +187,7 @@ impl Collector {
             .collect();
         for id in stale {
             if let Some(trace) = self.open.remove(&id) {
-                into_records(trace.parts, anchor, &mut self.outbox);
+                into_records_recycling(trace.parts, anchor, &mut self.outbox, &mut self.emptied);
                 self.finished.insert(id, Fate::Reported);
             }
         }
@@ -185,37 +208,41 @@ impl Collector {
     }
 }
 
-/// One `(batch, target)` per target, sharing the batch when there are several.
-fn split_by_target(message: Message) -> Vec<(Batch, Target)> {
-    let targets = message.targets.as_slice();
-    if targets.len() == 1 {
-        return vec![(message.batch, targets[0])];
-    }
-    message
-        .batch
-        .share(targets.len())
-        .into_iter()
-        .zip(targets.iter().copied())
-        .collect()
-}
-
 /// Appends the records of `parts` (typically one trace) to `out`, with
 /// events attached to their spans. Events whose span is not among them
 /// (their span was reported earlier) go to the last record, the root when a
 /// trace is finished, rather than being lost.
-pub(crate) fn into_records(parts: Vec<(Batch, Target)>, anchor: &Anchor, out: &mut Vec<SpanRecord>) {
+pub(crate) fn into_records(
+    parts: impl IntoIterator<Item = (Batch, Target)>,
+    anchor: &Anchor,
+    out: &mut Vec<SpanRecord>,
+) {
+    let mut emptied = Vec::new();
+    into_records_recycling(parts, anchor, out, &mut emptied);
+    span_buffers::recycle(&mut emptied);
+}
+
+/// [`into_records`], collecting the emptied local buffers in `emptied`.
+fn into_records_recycling(
+    parts: impl IntoIterator<Item = (Batch, Target)>,
+    anchor: &Anchor,
+    out: &mut Vec<SpanRecord>,
+    emptied: &mut Vec<Vec<RawSpan>>,
+) {
     let first = out.len();
     let mut events = Vec::new();
     for (batch, target) in parts {
         match batch {
             Batch::Span(raw) => {
-                let parent_id = target.parent_id;
-                out.push(record(raw, &target, parent_id, anchor));
+                let (span_id, parent_id) = (raw.id, target.parent_id);
+                out.push(record(raw, &target, span_id, parent_id, anchor));
             }
-            Batch::Local(spans) => {
-                for raw in spans {
+            Batch::Local(mut spans) => {
+                out.reserve(spans.len());
+                for raw in spans.drain(..) {
                     push_raw(raw, &target, IdMap::Keep, anchor, out, &mut events);
                 }
+                emptied.push(spans);
             }
             Batch::Shared(spans) => {
                 for raw in spans.iter() {
@@ -245,12 +272,7 @@ impl IdMap {
         match self {
             IdMap::Keep => id,
             IdMap::PerParent => {
-                let mixed = id.0
-                    ^ target
-                        .parent_id
-                        .0
-                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                        .rotate_left(29);
+                let mixed = id.0 ^ target.parent_id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
                 SpanId(mixed.max(1))
             }
         }
@@ -265,26 +287,27 @@ fn push_raw(
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
 ) {
-    let parent_id = if raw.parent_id == LINE_PARENT {
-        target.parent_id
-    } else {
-        ids.apply(raw.parent_id, target)
-    };
+    let parent_id =
+        if raw.parent_id == LINE_PARENT { target.parent_id } else { ids.apply(raw.parent_id, target) };
     if raw.is_event {
         events.push((parent_id, event_record(raw, anchor)));
     } else {
-        let id = ids.apply(raw.id, target);
-        out.push(record(RawSpan { id, ..raw }, target, parent_id, anchor));
+        let span_id = ids.apply(raw.id, target);
+        out.push(record(raw, target, span_id, parent_id, anchor));
     }
 }
 
-fn record(raw: RawSpan, target: &Target, parent_id: SpanId, anchor: &Anchor) -> SpanRecord {
+#[inline]
+fn record(raw: RawSpan, target: &Target, span_id: SpanId, parent_id: SpanId, anchor: &Anchor) -> SpanRecord {
+    let begin = raw.begin.as_unix_nanos(anchor);
     SpanRecord {
         trace_id: target.trace_id,
-        span_id: raw.id,
+        span_id,
         parent_id,
-        begin_time_unix_ns: raw.begin.as_unix_nanos(anchor),
-        duration_ns: raw.end.duration_since(raw.begin).as_nanos() as u64,
+        begin_time_unix_ns: begin,
+        // Both ends through the anchor: a multiply each, where a `Duration`
+        // would cost a division.
+        duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
         name: raw.name,
         properties: raw.properties,
         events: Vec::new(),

@@ -44,10 +44,7 @@ impl Config {
     /// # let _ = config;
     /// ```
     pub fn max_spans_per_trace(self, max_spans_per_trace: Option<usize>) -> Config {
-        Config {
-            max_spans_per_trace,
-            ..self
-        }
+        Config { max_spans_per_trace, ..self }
     }
 
     /// How often the collector thread wakes to gather finished spans and
@@ -59,10 +56,7 @@ impl Config {
     /// # let _ = config;
     /// ```
     pub fn report_interval(self, report_interval: Duration) -> Config {
-        Config {
-            report_interval,
-            ..self
-        }
+        Config { report_interval, ..self }
     }
 
     /// Report spans as they finish instead of waiting for their root: for
@@ -75,10 +69,7 @@ impl Config {
     /// # let _ = config;
     /// ```
     pub fn report_before_root_finish(self, report_before_root_finish: bool) -> Config {
-        Config {
-            report_before_root_finish,
-            ..self
-        }
+        Config { report_before_root_finish, ..self }
     }
 
     /// Latency-based selective reporting: every request is traced in full,
@@ -93,10 +84,7 @@ impl Config {
     /// # let _ = config;
     /// ```
     pub fn report_slow_traces_only(self, threshold: Duration) -> Config {
-        Config {
-            slow_trace_threshold: Some(threshold),
-            ..self
-        }
+        Config { slow_trace_threshold: Some(threshold), ..self }
     }
 
     /// Accepted for compatibility with earlier 0.6 releases; no effect.

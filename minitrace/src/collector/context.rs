@@ -26,11 +26,7 @@ pub struct SpanContext {
 impl Default for SpanContext {
     /// The zero ids, sampled.
     fn default() -> SpanContext {
-        SpanContext {
-            trace_id: TraceId(0),
-            span_id: SpanId(0),
-            sampled: true,
-        }
+        SpanContext { trace_id: TraceId(0), span_id: SpanId(0), sampled: true }
     }
 }
 
@@ -43,11 +39,7 @@ impl SpanContext {
     /// assert!(context.sampled);
     /// ```
     pub fn new(trace_id: TraceId, span_id: SpanId) -> SpanContext {
-        SpanContext {
-            trace_id,
-            span_id,
-            sampled: true,
-        }
+        SpanContext { trace_id, span_id, sampled: true }
     }
 
     /// A new random trace id with no parent span: the context for a fresh root.
@@ -119,19 +111,12 @@ impl SpanContext {
         let span_id = parse_hex(&traceparent[36..52])? as u64;
         let flags = parse_hex(&traceparent[53..55])? as u8;
         let rest = &traceparent[55..];
-        let valid_tail = if version == 0 {
-            rest.is_empty()
-        } else {
-            rest.is_empty() || rest.starts_with('-')
-        };
+        let valid_tail =
+            if version == 0 { rest.is_empty() } else { rest.is_empty() || rest.starts_with('-') };
         if version == 0xff || !valid_tail || trace_id == 0 || span_id == 0 {
             return None;
         }
-        Some(SpanContext {
-            trace_id: TraceId(trace_id),
-            span_id: SpanId(span_id),
-            sampled: flags & 1 == 1,
-        })
+        Some(SpanContext { trace_id: TraceId(trace_id), span_id: SpanId(span_id), sampled: flags & 1 == 1 })
     }
 
     /// Encodes the context as a W3C `traceparent` header, with the sampled
@@ -165,10 +150,7 @@ impl SpanContext {
 /// Lowercase hex only, as the W3C format requires (`from_str_radix` alone
 /// would also take uppercase digits and a leading `+`).
 fn parse_hex(digits: &str) -> Option<u128> {
-    if !digits
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
+    if !digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return None;
     }
     u128::from_str_radix(digits, 16).ok()

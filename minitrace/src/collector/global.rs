@@ -110,10 +110,7 @@ fn wait_for_cycle(mut control: MutexGuard<'static, Control>) {
         let Some(left) = deadline.checked_duration_since(StdInstant::now()) else {
             return;
         };
-        control = FLUSHED
-            .wait_timeout(control, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        control = FLUSHED.wait_timeout(control, left).unwrap_or_else(|e| e.into_inner()).0;
     }
 }
 
@@ -129,17 +126,13 @@ fn run_collector() {
     loop {
         let (pending, flush_target) = {
             let mut control = lock_control();
-            let interval = collector
-                .as_ref()
-                .map_or(Duration::from_millis(10), |c| c.config().report_interval);
+            let interval =
+                collector.as_ref().map_or(Duration::from_millis(10), |c| c.config().report_interval);
             if control.pending.is_none()
                 && control.flushes_requested == control.flushes_done
                 && !control.wake_early
             {
-                control = WAKE
-                    .wait_timeout(control, interval)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                control = WAKE.wait_timeout(control, interval).unwrap_or_else(|e| e.into_inner()).0;
             }
             control.wake_early = false;
             (control.pending.take(), control.flushes_requested)

@@ -18,20 +18,28 @@ use crate::collector::message::{Message, Role};
 use crate::collector::{global, stats};
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
-const RING_CAPACITY: usize = 4096;
-/// Spans a thread can have queued, whatever the batch sizes: ~12 MiB.
+const RING_CAPACITY: usize = 1 << 14;
+/// What a thread can have queued, in units of one span, where each message
+/// also costs [`MESSAGE_COST`]: at most ~12 MiB of spans, and never more
+/// messages than the ring holds.
 pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 1 << 17;
+const MESSAGE_COST: usize = MAX_SPANS_IN_FLIGHT / RING_CAPACITY;
+const WAKE_AT: usize = MAX_SPANS_IN_FLIGHT / 4;
 /// Dropped roots remembered between two collector cycles.
 const MAX_DROPPED_ROOTS: usize = 1 << 20;
 
+/// The budget is kept without a shared read-modify-write per message: the
+/// producer counts what it queued in a plain field, the collector adds what
+/// it drained to `drained` once per sweep, and the difference is in flight.
 struct Ring {
     consumer: Consumer<Message>,
-    in_flight: Arc<AtomicUsize>,
+    drained: Arc<AtomicUsize>,
 }
 
 struct ThreadQueue {
     producer: Producer<Message>,
-    in_flight: Arc<AtomicUsize>,
+    queued: usize,
+    drained: Arc<AtomicUsize>,
 }
 
 static RINGS: Mutex<Vec<Ring>> = Mutex::new(Vec::new());
@@ -52,16 +60,17 @@ pub(crate) fn submit(message: Message) {
         };
         let queue = queue.get_or_insert_with(register_thread);
         let Some(message) = message.take() else { return };
-        let spans = message.span_count();
-        if queue.in_flight.load(Ordering::Relaxed) + spans > MAX_SPANS_IN_FLIGHT {
+        let cost = message.span_count() + MESSAGE_COST;
+        let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
+        if in_flight + cost > MAX_SPANS_IN_FLIGHT {
             return count_dropped(message);
         }
         match queue.producer.push(message) {
             Ok(()) => {
-                let before = queue.in_flight.fetch_add(spans, Ordering::Relaxed);
-                // Half full: wake the collector now rather than at its next
-                // interval, so a fast producer is not dropped needlessly.
-                if before < MAX_SPANS_IN_FLIGHT / 2 && before + spans >= MAX_SPANS_IN_FLIGHT / 2 {
+                queue.queued = queue.queued.wrapping_add(cost);
+                // A quarter full: wake the collector now rather than at its
+                // next interval, so a fast producer is not dropped needlessly.
+                if in_flight < WAKE_AT && in_flight + cost >= WAKE_AT {
                     global::wake_collector();
                 }
             }
@@ -85,12 +94,9 @@ fn count_dropped(message: Message) {
 
 fn register_thread() -> ThreadQueue {
     let (producer, consumer) = RingBuffer::new(RING_CAPACITY);
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    lock(&RINGS).push(Ring {
-        consumer,
-        in_flight: in_flight.clone(),
-    });
-    ThreadQueue { producer, in_flight }
+    let drained = Arc::new(AtomicUsize::new(0));
+    lock(&RINGS).push(Ring { consumer, drained: drained.clone() });
+    ThreadQueue { producer, queued: 0, drained }
 }
 
 /// Moves every queued message into `out`. Rings of exited threads are
@@ -99,9 +105,13 @@ pub(crate) fn drain_into(out: &mut Vec<Message>) {
     let mut rings = lock(&RINGS);
     rings.retain_mut(|ring| {
         let abandoned = ring.consumer.is_abandoned();
+        let mut drained = 0;
         while let Ok(message) = ring.consumer.pop() {
-            ring.in_flight.fetch_sub(message.span_count(), Ordering::Relaxed);
+            drained += message.span_count() + MESSAGE_COST;
             out.push(message);
+        }
+        if drained > 0 {
+            ring.drained.fetch_add(drained, Ordering::Relaxed);
         }
         !abandoned
     });

@@ -21,12 +21,9 @@ impl Targets {
     pub(crate) fn with_parent(&self, parent_id: SpanId) -> Targets {
         match self {
             Targets::One(target) => Targets::One(Target { parent_id, ..*target }),
-            Targets::Many(targets) => Targets::Many(
-                targets
-                    .iter()
-                    .map(|target| Target { parent_id, ..*target })
-                    .collect(),
-            ),
+            Targets::Many(targets) => {
+                Targets::Many(targets.iter().map(|target| Target { parent_id, ..*target }).collect())
+            }
         }
     }
 

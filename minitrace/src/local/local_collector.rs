@@ -54,10 +54,7 @@ impl LocalCollector {
         if !crate::ENABLED {
             return LocalCollector::default();
         }
-        LocalCollector {
-            epoch: stack::push_line(None),
-            _not_send: PhantomData,
-        }
+        LocalCollector { epoch: stack::push_line(None), _not_send: PhantomData }
     }
 
     /// Stops collecting and returns the spans; spans still open are closed now.
@@ -67,11 +64,7 @@ impl LocalCollector {
     /// # let _ = spans;
     /// ```
     pub fn collect(mut self) -> LocalSpans {
-        let spans = self
-            .epoch
-            .take()
-            .and_then(stack::pop_line)
-            .map(|line| Arc::new(line.take_spans()));
+        let spans = self.epoch.take().and_then(stack::pop_line).map(|line| Arc::new(line.take_spans()));
         LocalSpans { spans }
     }
 }
@@ -102,11 +95,7 @@ impl LocalSpans {
         let Some(spans) = &self.spans else {
             return Vec::new();
         };
-        let target = Target {
-            trace_id: parent.trace_id,
-            parent_id: parent.span_id,
-            collect_id: 0,
-        };
+        let target = Target { trace_id: parent.trace_id, parent_id: parent.span_id, collect_id: 0 };
         let mut records = Vec::with_capacity(spans.len());
         let batch = crate::collector::message::Batch::Shared(spans.clone());
         crate::collector::assemble::into_records(

@@ -40,10 +40,7 @@ impl LocalSpan {
         if !crate::ENABLED {
             return LocalSpan::default();
         }
-        LocalSpan {
-            handle: stack::enter_span(name),
-            _not_send: PhantomData,
-        }
+        LocalSpan { handle: stack::enter_span(name), _not_send: PhantomData }
     }
 
     /// Adds a property to this span. The closure runs only when the span is

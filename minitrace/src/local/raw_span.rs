@@ -27,33 +27,38 @@ pub(crate) struct RawSpan {
 pub(crate) const LINE_PARENT: SpanId = SpanId(0);
 
 impl RawSpan {
+    /// `begin` is read by the caller: see [`Clock`].
     #[inline]
-    pub(crate) fn begin(id: SpanId, parent_id: SpanId, name: Cow<'static, str>) -> RawSpan {
-        RawSpan {
-            id,
-            parent_id,
-            begin: Instant::now(),
-            end: Instant::ZERO,
-            name,
-            properties: Vec::new(),
-            is_event: false,
-        }
+    pub(crate) fn begin(id: SpanId, parent_id: SpanId, name: Cow<'static, str>, begin: Instant) -> RawSpan {
+        RawSpan { id, parent_id, begin, end: Instant::ZERO, name, properties: Vec::new(), is_event: false }
     }
 
     pub(crate) fn event(parent_id: SpanId, name: Cow<'static, str>, properties: Vec<Property>) -> RawSpan {
         let now = Instant::now();
-        RawSpan {
-            id: SpanId::random(),
-            parent_id,
-            begin: now,
-            end: now,
-            name,
-            properties,
-            is_event: true,
-        }
+        RawSpan { id: SpanId::random(), parent_id, begin: now, end: now, name, properties, is_event: true }
     }
 
     pub(crate) fn is_open(&self) -> bool {
         self.end == Instant::ZERO
+    }
+}
+
+/// Which clock reading a span's ends use.
+#[derive(Clone, Copy)]
+pub(crate) enum Clock {
+    /// Both ends are read on the same thread (local spans): the cheaper,
+    /// thread-ordered reading is enough.
+    SameThread,
+    /// The ends may be read on different threads (`Span`): ordered reads.
+    AnyThread,
+}
+
+impl Clock {
+    #[inline]
+    pub(crate) fn now(self) -> Instant {
+        match self {
+            Clock::SameThread => Instant::now_unordered(),
+            Clock::AnyThread => Instant::now(),
+        }
     }
 }

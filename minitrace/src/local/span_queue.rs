@@ -1,18 +1,20 @@
 use std::borrow::Cow;
 
-use minstant::Instant;
-
 use crate::collector::record::Property;
 use crate::collector::{stats, SpanId};
-use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
 
 /// Local spans under one parent, most recent last. Opening a span is a
 /// `Vec::push`; the innermost open span is the implicit parent of the next.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SpanQueue {
     spans: Vec<RawSpan>,
     /// Index of the innermost open span: the next span's parent.
     current: Option<usize>,
+    /// Span ids are `id_base + index`: unique within the queue, and a random
+    /// base keeps them apart from other queues' without a generator call
+    /// per span.
+    id_base: u64,
 }
 
 /// More local spans than this under one parent are dropped and counted: a
@@ -27,6 +29,18 @@ pub(crate) struct QueueSlot {
 }
 
 impl SpanQueue {
+    /// A queue recording into `spans` (an empty, possibly recycled buffer).
+    pub(crate) fn new(spans: Vec<RawSpan>) -> SpanQueue {
+        SpanQueue { spans, current: None, id_base: SpanId::random().0 }
+    }
+
+    fn next_id(&self) -> SpanId {
+        match self.id_base.wrapping_add(self.spans.len() as u64) {
+            0 => SpanId(1),
+            id => SpanId(id),
+        }
+    }
+
     #[inline]
     pub(crate) fn start_span(&mut self, name: Cow<'static, str>) -> Option<QueueSlot> {
         if self.spans.len() >= MAX_SPANS_PER_QUEUE {
@@ -35,8 +49,8 @@ impl SpanQueue {
         }
         let parent = self.current;
         let index = self.spans.len();
-        self.spans
-            .push(RawSpan::begin(SpanId::random(), self.current_parent_id(), name));
+        let id = self.next_id();
+        self.spans.push(RawSpan::begin(id, self.current_parent_id(), name, Clock::SameThread.now()));
         self.current = Some(index);
         Some(QueueSlot { index, parent })
     }
@@ -47,7 +61,7 @@ impl SpanQueue {
     #[inline]
     pub(crate) fn finish_span(&mut self, slot: QueueSlot) {
         if let Some(span) = self.spans.get_mut(slot.index) {
-            span.end = Instant::now();
+            span.end = Clock::SameThread.now();
         }
         self.current = slot.parent;
     }
@@ -72,13 +86,12 @@ impl SpanQueue {
         if self.spans.len() >= MAX_SPANS_PER_QUEUE {
             return;
         }
-        self.spans
-            .push(RawSpan::event(self.current_parent_id(), name, properties));
+        self.spans.push(RawSpan::event(self.current_parent_id(), name, properties));
     }
 
     /// Everything recorded; spans still open are closed now.
     pub(crate) fn take_all(&mut self) -> Vec<RawSpan> {
-        let now = Instant::now();
+        let now = Clock::SameThread.now();
         for span in self.spans.iter_mut().filter(|span| span.is_open()) {
             span.end = now;
         }

@@ -12,6 +12,7 @@ use crate::collector::target::Targets;
 use crate::collector::{queue, SpanContext};
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
 use crate::local::span_queue::{QueueSlot, SpanQueue};
+use crate::util::span_buffers;
 
 pub(crate) struct SpanLine {
     epoch: u64,
@@ -24,12 +25,11 @@ impl SpanLine {
     /// Closes open spans and sends everything to the line's targets.
     pub(crate) fn submit(mut self) {
         let spans = self.queue.take_all();
-        if let (Some(targets), false) = (self.targets, spans.is_empty()) {
-            queue::submit(Message {
-                batch: Batch::Local(spans),
-                targets,
-                role: Role::Child,
-            });
+        match self.targets {
+            Some(targets) if !spans.is_empty() => {
+                queue::submit(Message { batch: Batch::Local(spans), targets, role: Role::Child });
+            }
+            _ => span_buffers::give_back_locally(spans),
         }
     }
 
@@ -58,10 +58,7 @@ thread_local! {
 /// if called re-entrantly (never from our code; then the caller gets a no-op).
 #[inline]
 fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
-    STACK
-        .try_with(|stack| stack.try_borrow_mut().ok().map(|mut stack| f(&mut stack)))
-        .ok()
-        .flatten()
+    STACK.try_with(|stack| stack.try_borrow_mut().ok().map(|mut stack| f(&mut stack))).ok().flatten()
 }
 
 /// Opens a line; returns its epoch, the key to close it with.
@@ -69,11 +66,8 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
     with_stack(|stack| {
         let epoch = stack.next_epoch;
         stack.next_epoch += 1;
-        stack.lines.push(SpanLine {
-            epoch,
-            queue: SpanQueue::default(),
-            targets,
-        });
+        let queue = SpanQueue::new(span_buffers::take());
+        stack.lines.push(SpanLine { epoch, queue, targets });
         epoch
     })
 }
@@ -93,10 +87,7 @@ pub(crate) fn enter_span(name: impl Into<Cow<'static, str>>) -> Option<LocalSpan
     with_stack(|stack| {
         let line = stack.lines.last_mut()?;
         let slot = line.queue.start_span(name.into())?;
-        Some(LocalSpanHandle {
-            epoch: line.epoch,
-            slot,
-        })
+        Some(LocalSpanHandle { epoch: line.epoch, slot })
     })
     .flatten()
 }
@@ -104,12 +95,7 @@ pub(crate) fn enter_span(name: impl Into<Cow<'static, str>>) -> Option<LocalSpan
 #[inline]
 pub(crate) fn exit_span(handle: LocalSpanHandle) {
     with_stack(|stack| {
-        if let Some(line) = stack
-            .lines
-            .iter_mut()
-            .rev()
-            .find(|line| line.epoch == handle.epoch)
-        {
+        if let Some(line) = stack.lines.iter_mut().rev().find(|line| line.epoch == handle.epoch) {
             line.queue.finish_span(handle.slot);
         }
     });
@@ -117,12 +103,7 @@ pub(crate) fn exit_span(handle: LocalSpanHandle) {
 
 pub(crate) fn add_properties_to_span(handle: LocalSpanHandle, properties: Vec<Property>) {
     with_stack(|stack| {
-        if let Some(line) = stack
-            .lines
-            .iter_mut()
-            .rev()
-            .find(|line| line.epoch == handle.epoch)
-        {
+        if let Some(line) = stack.lines.iter_mut().rev().find(|line| line.epoch == handle.epoch) {
             line.queue.add_properties(handle.slot.index, properties);
         }
     });
@@ -176,11 +157,6 @@ impl Drop for LocalStack {
 
 /// Whether there is an innermost open local span to add properties to.
 pub(crate) fn has_open_local_span() -> bool {
-    with_stack(|stack| {
-        stack
-            .lines
-            .last()
-            .is_some_and(|line| line.queue.current_parent_id() != LINE_PARENT)
-    })
-    .unwrap_or(false)
+    with_stack(|stack| stack.lines.last().is_some_and(|line| line.queue.current_parent_id() != LINE_PARENT))
+        .unwrap_or(false)
 }

@@ -1,6 +1,7 @@
 //! Small helpers shared by the crate.
 
 pub(crate) mod rand;
+pub(crate) mod span_buffers;
 #[doc(hidden)]
 pub mod tree;
 
@@ -16,8 +17,5 @@ where
     I: IntoIterator<Item = (K, V)>,
     F: FnOnce() -> I,
 {
-    properties()
-        .into_iter()
-        .map(|(key, value)| (key.into(), value.into()))
-        .collect()
+    properties().into_iter().map(|(key, value)| (key.into(), value.into())).collect()
 }

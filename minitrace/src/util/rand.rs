@@ -15,12 +15,7 @@ thread_local! {
 fn seed() -> u64 {
     let mut hasher = RandomState::new().build_hasher();
     std::thread::current().id().hash(&mut hasher);
-    hasher.write_u128(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
+    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos());
     hasher.finish()
 }
 

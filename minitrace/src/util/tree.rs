@@ -43,13 +43,7 @@ pub fn tree_str_from_span_records(records: Vec<SpanRecord>) -> String {
 }
 
 fn render(record: &SpanRecord, children: &HashMap<SpanId, Vec<&SpanRecord>>, depth: usize) -> String {
-    let mut lines = format!(
-        "{:indent$}{} {:?}\n",
-        "",
-        record.name,
-        record.properties,
-        indent = depth * 4
-    );
+    let mut lines = format!("{:indent$}{} {:?}\n", "", record.name, record.properties, indent = depth * 4);
     let mut subtrees: Vec<String> = children
         .get(&record.span_id)
         .into_iter()

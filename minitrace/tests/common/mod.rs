@@ -24,10 +24,7 @@ pub fn trace(trace_id: TraceId) -> Vec<SpanRecord> {
     let spans = reported();
     minitrace::flush();
     let all = spans.lock().unwrap();
-    all.iter()
-        .filter(|record| record.trace_id == trace_id)
-        .cloned()
-        .collect()
+    all.iter().filter(|record| record.trace_id == trace_id).cloned().collect()
 }
 
 pub fn tree(trace_id: TraceId) -> String {

@@ -100,11 +100,7 @@ pub(crate) fn calibrate() -> Result<Calibration, String> {
         let offset = estimate_offset(&bounds).map_err(|why| format!("cpu {cpu}: {why}"))?;
         offsets.push((cpu, offset));
     }
-    Ok(Calibration {
-        ticks_per_nano,
-        offsets,
-        base: end,
-    })
+    Ok(Calibration { ticks_per_nano, offsets, base: end })
 }
 
 fn check_cpu_flags() -> Result<(), String> {
@@ -153,11 +149,7 @@ pub(crate) fn estimate_offset(passes: &[Bounds]) -> Result<i64, String> {
     if low > high {
         return Err(format!("inconsistent offsets (needs {low} <= offset <= {high})"));
     }
-    Ok(if low <= 0 && 0 <= high {
-        0
-    } else {
-        ((i128::from(low) + i128::from(high)) / 2) as i64
-    })
+    Ok(if low <= 0 && 0 <= high { 0 } else { ((i128::from(low) + i128::from(high)) / 2) as i64 })
 }
 
 #[derive(Default)]
@@ -290,13 +282,7 @@ fn paired_sample(cpu: usize) -> Option<Sample> {
         }
         let width = after - before;
         if best.map_or(true, |(best_width, _)| width < best_width) {
-            best = Some((
-                width,
-                Sample {
-                    ticks: before + width / 2,
-                    mono_nanos,
-                },
-            ));
+            best = Some((width, Sample { ticks: before + width / 2, mono_nanos }));
         }
     }
     best.map(|(_, sample)| sample)
@@ -316,9 +302,7 @@ pub(crate) mod affinity {
             return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: `set` was filled in by the kernel above.
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-            .collect())
+        Ok((0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
     }
 
     /// Pins the calling thread (only ever one of our helper threads) to `cpu`.
@@ -332,10 +316,7 @@ pub(crate) mod affinity {
             libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set)
         };
         if status != 0 {
-            return Err(format!(
-                "pinning to cpu {cpu}: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("pinning to cpu {cpu}: {}", std::io::Error::last_os_error()));
         }
         Ok(())
     }
@@ -358,20 +339,13 @@ mod tests {
             let latency = |i: i64| self.min_latency + (i * 7919 + seed) % (self.jitter + 1);
             let forward_min = (0..50).map(|i| latency(i) + self.offset).min().unwrap();
             let backward_min = (0..50).map(|i| latency(i + 13) - self.offset).min().unwrap();
-            Bounds {
-                forward_min,
-                backward_min,
-            }
+            Bounds { forward_min, backward_min }
         }
     }
 
     #[test]
     fn synchronised_counters_get_no_offset() {
-        let cores = SimulatedCores {
-            offset: 0,
-            min_latency: 150,
-            jitter: 400,
-        };
+        let cores = SimulatedCores { offset: 0, min_latency: 150, jitter: 400 };
         assert_eq!(estimate_offset(&[cores.pass(1), cores.pass(2)]), Ok(0));
     }
 
@@ -379,22 +353,14 @@ mod tests {
     fn small_offsets_hidden_by_latency_are_taken_as_zero() {
         // A 40-tick offset cannot be told apart from 0 with 150-tick messages;
         // either choice keeps every message's receive after its send.
-        let cores = SimulatedCores {
-            offset: 40,
-            min_latency: 150,
-            jitter: 400,
-        };
+        let cores = SimulatedCores { offset: 40, min_latency: 150, jitter: 400 };
         assert_eq!(estimate_offset(&[cores.pass(1), cores.pass(2)]), Ok(0));
     }
 
     #[test]
     fn large_offsets_are_estimated_within_the_latency() {
         for offset in [10_000, -10_000, 1 << 40, -(1 << 40)] {
-            let cores = SimulatedCores {
-                offset,
-                min_latency: 150,
-                jitter: 400,
-            };
+            let cores = SimulatedCores { offset, min_latency: 150, jitter: 400 };
             let estimate = estimate_offset(&[cores.pass(1), cores.pass(2)]).unwrap();
             assert!((estimate - offset).abs() <= 150, "{estimate} vs {offset}");
         }
@@ -402,30 +368,16 @@ mod tests {
 
     #[test]
     fn drifting_counters_are_rejected() {
-        let before = SimulatedCores {
-            offset: 0,
-            min_latency: 100,
-            jitter: 50,
-        };
-        let after = SimulatedCores {
-            offset: 5_000,
-            min_latency: 100,
-            jitter: 50,
-        };
+        let before = SimulatedCores { offset: 0, min_latency: 100, jitter: 50 };
+        let after = SimulatedCores { offset: 5_000, min_latency: 100, jitter: 50 };
         assert!(estimate_offset(&[before.pass(1), after.pass(2)]).is_err());
     }
 
     #[test]
     fn extreme_bounds_do_not_overflow() {
-        let bounds = Bounds {
-            forward_min: i64::MAX,
-            backward_min: i64::MIN,
-        };
+        let bounds = Bounds { forward_min: i64::MAX, backward_min: i64::MIN };
         assert!(estimate_offset(&[bounds]).is_ok());
-        let contradictory = Bounds {
-            forward_min: i64::MIN,
-            backward_min: i64::MIN,
-        };
+        let contradictory = Bounds { forward_min: i64::MIN, backward_min: i64::MIN };
         assert!(estimate_offset(&[contradictory]).is_err());
     }
 }

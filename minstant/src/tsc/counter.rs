@@ -11,9 +11,9 @@
 //! without a second instruction.
 
 #[cfg(target_arch = "x86")]
-use core::arch::x86::{__cpuid, __rdtscp};
+use core::arch::x86::{__cpuid, __rdtscp, _rdtsc};
 #[cfg(target_arch = "x86_64")]
-use core::arch::x86_64::{__cpuid, __rdtscp};
+use core::arch::x86_64::{__cpuid, __rdtscp, _rdtsc};
 
 /// The core number Linux keeps in the low 12 bits of `IA32_TSC_AUX`.
 const CPU_MASK: u32 = 0xfff;
@@ -29,6 +29,15 @@ pub(crate) fn read() -> (u64, usize) {
     // `aux` is a valid place for the instruction to write to.
     let tsc = unsafe { __rdtscp(&mut aux) };
     (tsc, (aux & CPU_MASK) as usize)
+}
+
+/// Reads the counter with a plain `RDTSC`, which may execute before earlier
+/// instructions complete: cheaper, but not ordered with other threads.
+#[inline(always)]
+pub(crate) fn read_unordered() -> u64 {
+    // SAFETY: RDTSC exists on every x86 CPU with a TSC, which the clock
+    // checked (`constant_tsc` implies one) before selecting this source.
+    unsafe { _rdtsc() }
 }
 
 /// Whether the CPU implements `RDTSCP`.
