@@ -254,7 +254,7 @@ impl Span {
             return;
         }
         let targets = inner.targets.with_parent(inner.raw.id);
-        queue::submit(Message { batch: Batch::Mounted(spans), targets, role: Role::Child });
+        queue::submit(Message::new(Batch::Mounted(spans), targets, Role::Child));
     }
 
     /// Time since the span started; `None` for a no-op span.
@@ -299,7 +299,7 @@ impl Span {
         if let Some(inner) = &self.inner {
             let event = RawSpan::event(LINE_PARENT, name, properties);
             let targets = inner.targets.with_parent(inner.raw.id);
-            queue::submit(Message { batch: Batch::Local(vec![event]), targets, role: Role::Child });
+            queue::submit(Message::new(Batch::Local(vec![event]), targets, Role::Child));
         }
     }
 
@@ -317,7 +317,7 @@ impl Drop for Span {
         if let Some(inner) = self.inner.take() {
             let SpanInner { mut raw, targets, role } = inner;
             raw.end = Clock::AnyThread.now();
-            queue::submit(Message { batch: Batch::Span(raw), targets, role });
+            queue::submit(Message::new(Batch::Span(raw), targets, role));
         }
     }
 }

@@ -78,7 +78,15 @@ impl Clock {
 
     #[inline]
     pub(crate) fn ticks_to_nanos(&self, ticks: u64) -> u64 {
-        u128::from(ticks).checked_mul(self.nanos_per_tick_q64).and_then(round_q64).unwrap_or(u64::MAX)
+        const ONE: u128 = 1 << 64;
+        match self.nanos_per_tick_q64 {
+            // The OS clock: ticks are nanoseconds.
+            ONE => ticks,
+            // A tick shorter than a nanosecond (any TSC above 1 GHz): one
+            // 64×64-bit multiply, which cannot overflow.
+            fraction @ 0..ONE => ((u128::from(ticks) * fraction + (1 << 63)) >> 64) as u64,
+            scale => u128::from(ticks).checked_mul(scale).and_then(round_q64).unwrap_or(u64::MAX),
+        }
     }
 
     /// `None` when the duration does not fit in the tick counter.

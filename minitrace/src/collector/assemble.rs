@@ -124,17 +124,16 @@ impl Collector {
 
     fn add_child(&mut self, message: Message, anchor: &Anchor) {
         match message.targets {
-            Targets::One(target) => self.add_part(message.batch, target, anchor),
+            Targets::One(target) => self.add_part(message.batch, target, message.spans_per_target, anchor),
             Targets::Many(targets) => {
                 for (batch, target) in message.batch.share(targets.len()).into_iter().zip(targets) {
-                    self.add_part(batch, target, anchor);
+                    self.add_part(batch, target, message.spans_per_target, anchor);
                 }
             }
         }
     }
 
-    fn add_part(&mut self, batch: Batch, target: Target, anchor: &Anchor) {
-        let spans = batch.span_count();
+    fn add_part(&mut self, batch: Batch, target: Target, spans: usize, anchor: &Anchor) {
         // Most parts belong to a trace that is still open: one lookup.
         if let Some(trace) = self.open.get_mut(&target.collect_id) {
             return trace.add(batch, target, spans, &self.config);

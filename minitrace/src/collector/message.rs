@@ -8,6 +8,9 @@ pub(crate) struct Message {
     pub(crate) batch: Batch,
     pub(crate) targets: Targets,
     pub(crate) role: Role,
+    /// Spans in `batch` (events excluded), counted once here rather than at
+    /// every step that needs the number.
+    pub(crate) spans_per_target: usize,
 }
 
 pub(crate) enum Batch {
@@ -62,7 +65,13 @@ impl Batch {
 }
 
 impl Message {
+    pub(crate) fn new(batch: Batch, targets: Targets, role: Role) -> Message {
+        let spans_per_target = batch.span_count();
+        Message { batch, targets, role, spans_per_target }
+    }
+
+    /// The records this message will yield: one per span and target.
     pub(crate) fn span_count(&self) -> usize {
-        self.batch.span_count() * self.targets.as_slice().len()
+        self.spans_per_target * self.targets.as_slice().len()
     }
 }

@@ -27,7 +27,7 @@ impl SpanLine {
         let spans = self.queue.take_all();
         match self.targets {
             Some(targets) if !spans.is_empty() => {
-                queue::submit(Message { batch: Batch::Local(spans), targets, role: Role::Child });
+                queue::submit(Message::new(Batch::Local(spans), targets, Role::Child));
             }
             _ => span_buffers::give_back_locally(spans),
         }

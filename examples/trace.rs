@@ -1,0 +1,163 @@
+//! The main job: trace a small key-value service, threads and async tasks
+//! alike, and print each request's trace as a tree with its timings.
+//!
+//! `cargo run --release --example trace`
+//!
+//! Every request is traced. A few are slow (a simulated cache miss that
+//! goes to "disk"); the collector is configured to report only traces whose
+//! root took at least 200 µs, so only those are printed, while the counters
+//! at the end show how many fast ones were traced and not reported.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use minitrace::collector::{Config, Reporter, SpanRecord};
+use minitrace::local::{LocalCollector, LocalSpan};
+use minitrace::prelude::*;
+use minitrace_suite::busy_work;
+
+/// Prints each trace as an indented tree: start offset, duration, name,
+/// properties.
+struct TreePrinter;
+
+impl Reporter for TreePrinter {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        let mut traces: HashMap<TraceId, Vec<&SpanRecord>> = HashMap::new();
+        for span in spans {
+            traces.entry(span.trace_id).or_default().push(span);
+        }
+        for (trace_id, spans) in traces {
+            println!("trace {trace_id}");
+            let ids: std::collections::HashSet<SpanId> = spans.iter().map(|s| s.span_id).collect();
+            let start = spans.iter().map(|s| s.begin_time_unix_ns).min().unwrap_or(0);
+            let mut roots: Vec<_> = spans.iter().filter(|s| !ids.contains(&s.parent_id)).collect();
+            roots.sort_by_key(|s| s.begin_time_unix_ns);
+            for root in roots {
+                print_tree(root, &spans, start, 1);
+            }
+            println!();
+        }
+    }
+}
+
+fn print_tree(span: &SpanRecord, all: &[&SpanRecord], start: u64, depth: usize) {
+    let properties: Vec<String> = span.properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!(
+        "{:>8.1} µs {:>8.1} µs  {:indent$}{} {}",
+        (span.begin_time_unix_ns - start) as f64 / 1e3,
+        span.duration_ns as f64 / 1e3,
+        "",
+        span.name,
+        properties.join(" "),
+        indent = depth * 2
+    );
+    for event in &span.events {
+        println!(
+            "{:>8.1} µs {:>11}  {:indent$}* {}",
+            (event.timestamp_unix_ns - start) as f64 / 1e3,
+            "",
+            "",
+            event.name,
+            indent = depth * 2 + 2
+        );
+    }
+    let mut children: Vec<_> = all.iter().filter(|s| s.parent_id == span.span_id).collect();
+    children.sort_by_key(|s| s.begin_time_unix_ns);
+    for child in children {
+        print_tree(child, all, start, depth + 1);
+    }
+}
+
+type Store = Arc<Mutex<HashMap<u64, u64>>>;
+
+/// A synchronous request handled on a worker thread: parse, look up (with
+/// an occasional slow miss), encode. Local spans: a push each.
+fn handle_get(store: &Store, key: u64) -> u64 {
+    let root = Span::root("kv::get", SpanContext::random()).with_property(|| ("key", key.to_string()));
+    let _guard = root.set_local_parent();
+    {
+        let _span = LocalSpan::enter_with_local_parent("parse");
+        busy_work(200);
+    }
+    let value = {
+        let _span = LocalSpan::enter_with_local_parent("lookup");
+        let cached = store.lock().unwrap().get(&key).copied();
+        match cached {
+            Some(value) => value,
+            None => {
+                let _span = LocalSpan::enter_with_local_parent("read from disk");
+                Event::add_to_local_parent("cache miss", || [("key".into(), key.to_string().into())]);
+                std::thread::sleep(Duration::from_micros(300));
+                store.lock().unwrap().insert(key, key * 2);
+                key * 2
+            }
+        }
+    };
+    let _span = LocalSpan::enter_with_local_parent("encode");
+    busy_work(100);
+    value
+}
+
+/// An asynchronous batch write: the request's span follows the task across
+/// `.await`s and threads; one disk write serves every key of the batch, so
+/// its local spans are mounted under each request.
+async fn handle_batch_put(keys: Vec<u64>) {
+    let roots: Vec<Span> = keys
+        .iter()
+        .map(|key| Span::root("kv::put", SpanContext::random()).with_property(|| ("key", key.to_string())))
+        .collect();
+    tokio::time::sleep(Duration::from_micros(100))
+        .in_span(Span::enter_with_parents("wait for batch", &roots))
+        .await;
+    let collector = LocalCollector::start();
+    {
+        let _span = LocalSpan::enter_with_local_parent("write batch")
+            .with_property(|| ("keys", keys.len().to_string()));
+        std::thread::sleep(Duration::from_micros(250));
+        let _fsync = LocalSpan::enter_with_local_parent("fsync");
+    }
+    let batch = collector.collect();
+    for root in &roots {
+        root.push_child_spans(batch.clone());
+    }
+}
+
+fn main() {
+    minitrace::set_reporter(
+        TreePrinter,
+        Config::default().report_slow_traces_only(Duration::from_micros(200)),
+    );
+
+    let store: Store = Arc::default();
+    let workers: Vec<_> = (0..2)
+        .map(|worker| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                // Keys repeat, so most lookups hit the cache and are fast.
+                (0..200u64).map(|i| handle_get(&store, (i * 7 + worker) % 16)).sum::<u64>()
+            })
+        })
+        .collect();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    runtime.block_on(async {
+        let batches = (0..2u64)
+            .map(|batch| tokio::spawn(handle_batch_put(vec![batch * 3, batch * 3 + 1, batch * 3 + 2])));
+        for batch in batches.collect::<Vec<_>>() {
+            batch.await.unwrap();
+        }
+    });
+    let checksum: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    minitrace::flush();
+
+    let stats = minitrace::collector::stats();
+    let requests = 2 * 200 + 2 * 3;
+    println!(
+        "traced {requests} requests (checksum {checksum}); reported {} spans of the slow ones, \
+         sampled out {} spans of fast ones, dropped {}",
+        stats.spans_reported,
+        stats.spans_sampled_out,
+        stats.dropped()
+    );
+}
