@@ -49,7 +49,7 @@ impl Event {
         I: IntoIterator<Item = (Cow<'static, str>, Cow<'static, str>)>,
         F: FnOnce() -> I,
     {
-        if crate::ENABLED && stack::current_targets().is_some() {
+        if crate::ENABLED && stack::has_line() {
             stack::add_event(name.into(), properties().into_iter().collect());
         }
     }

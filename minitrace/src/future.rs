@@ -24,9 +24,9 @@ impl<T: Future> FutureExt for T {}
 /// }
 /// ```
 pub trait FutureExt: Future + Sized {
-    /// Runs the future inside `span`: the span lasts from the first poll
-    /// until the future completes or is dropped, and is the local parent
-    /// during every poll, wherever the future is polled.
+    /// Runs the future inside `span`: the span (which started when it was
+    /// created) ends when the future completes or is dropped, and is the
+    /// local parent during every poll, wherever the future is polled.
     ///
     /// ```
     /// use minitrace::prelude::*;

@@ -36,10 +36,13 @@
 //!
 //! # Cost model
 //!
-//! A local span is two clock reads (see `minstant`) and a push; a `Span` adds
-//! an allocation and a push to the thread's queue when it ends. Assembling
-//! and reporting happen on the collector thread. Without a reporter, roots
-//! are no-ops and so are their descendants.
+//! A local span is two clock reads (see `minstant`) and a push into a
+//! recycled buffer; a batch of them costs one push to the thread's queue
+//! when its local parent guard drops. A `Span` is two ordered clock reads
+//! and one push to the queue when it ends, with no allocation. Assembling
+//! traces and building [`SpanRecord`](collector::SpanRecord)s happen on the
+//! collector thread. Without a reporter, roots are no-ops and so are their
+//! descendants.
 //!
 //! # The `enable` feature
 //!

@@ -1,5 +1,6 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::collector::message::{Batch, Message, Role};
@@ -44,6 +45,9 @@ struct SpanInner {
     raw: RawSpan,
     targets: Targets,
     role: Role,
+    /// Events added through `&Span` (as `Event::add_to_parent` takes it):
+    /// locked only when an event is added, and sent with the span.
+    events: Mutex<Vec<RawSpan>>,
 }
 
 impl Span {
@@ -232,7 +236,7 @@ impl Span {
         F: FnOnce() -> I,
     {
         if let Some(inner) = &mut self.inner {
-            inner.raw.properties.extend(crate::util::properties(properties));
+            inner.raw.add_properties(crate::util::properties(properties));
         }
     }
 
@@ -293,13 +297,10 @@ impl Span {
         Some(SpanContext::new(inner.targets.first().trace_id, inner.raw.id))
     }
 
-    /// Events travel on their own, as a batch of one mounted under this span,
-    /// so that `Event::add_to_parent` can take `&Span` as in 0.6.
     pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
         if let Some(inner) = &self.inner {
-            let event = RawSpan::event(LINE_PARENT, name, properties);
-            let targets = inner.targets.with_parent(inner.raw.id);
-            queue::submit(Message::new(Batch::Local(vec![event]), targets, Role::Child));
+            let event = RawSpan::event(inner.raw.id, name, properties);
+            inner.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(event);
         }
     }
 
@@ -307,7 +308,7 @@ impl Span {
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.
         let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::AnyThread.now());
-        Span { inner: Some(SpanInner { raw, targets, role }) }
+        Span { inner: Some(SpanInner { raw, targets, role, events: Mutex::new(Vec::new()) }) }
     }
 }
 
@@ -315,9 +316,10 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let SpanInner { mut raw, targets, role } = inner;
+            let SpanInner { mut raw, targets, role, events } = inner;
             raw.end = Clock::AnyThread.now();
-            queue::submit(Message::new(Batch::Span(raw), targets, role));
+            let events = events.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+            queue::submit(Message::new(Batch::Span(raw, events), targets, role));
         }
     }
 }

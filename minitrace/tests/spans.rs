@@ -194,3 +194,29 @@ fn futures_are_traced_across_polls_and_threads() {
     let text = tree(trace_id);
     assert!(text.starts_with("\nroot []\n    task []\n        after await []\n"), "{text}");
 }
+
+#[test]
+fn an_event_added_after_the_root_finished_stays_on_its_span() {
+    let (root, trace_id) = new_root("root");
+    let background = Span::enter_with_parent("background", &root);
+    drop(root);
+    common::trace(trace_id);
+    Event::add_to_parent("retry", &background, || [("attempt".into(), "2".into())]);
+    drop(background);
+    let records = trace(trace_id);
+    let background = records.iter().find(|r| r.name == "background").unwrap();
+    assert_eq!(background.events.len(), 1);
+    assert_eq!(background.events[0].name, "retry");
+}
+
+#[test]
+fn events_inside_a_local_collector_are_kept() {
+    let collector = LocalCollector::start();
+    {
+        let _span = LocalSpan::enter_with_local_parent("work");
+        Event::add_to_local_parent("step done", || []);
+    }
+    let records = collector.collect().to_span_records(SpanContext::random());
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].events[0].name, "step done");
+}

@@ -59,10 +59,11 @@ impl Instant {
     /// plain `RDTSC` (about half the cost of `RDTSCP` on common CPUs);
     /// otherwise it is [`Instant::now`]. The price: the CPU may take the
     /// reading a little before the instructions that precede it complete, so
-    /// it is **not ordered with other threads**: a reading taken after
-    /// seeing another thread's reading can be earlier than it by the length
-    /// of the CPU's out-of-order window (tens of nanoseconds). Use
-    /// [`Instant::now`] whenever readings are compared across threads.
+    /// it is **not ordered with other threads**, nor with an [`Instant::now`]
+    /// that precedes it on the same thread: it can be earlier than either by
+    /// the length of the CPU's out-of-order window (tens of nanoseconds).
+    /// Successive `now_unordered` readings on one thread do not go backwards.
+    /// Use [`Instant::now`] whenever readings are compared across threads.
     ///
     /// ```
     /// use minstant::Instant;

@@ -31,15 +31,24 @@
 //! - x86 or x86_64 Linux, with `constant_tsc`, `nonstop_tsc` and `rdtscp` in
 //!   `/proc/cpuinfo`;
 //! - the rate, measured against `CLOCK_MONOTONIC` over 2 ms, is plausible;
-//! - every core the calling thread may run on could be visited by a pinned
-//!   helper thread, and its counter offset measured twice gave consistent
-//!   bounds (the caller's own affinity is never changed);
+//! - every online core that the process's threads can run on was visited by
+//!   a pinned helper thread, and its counter offset, measured twice, gave
+//!   consistent bounds (only the helpers are pinned: no caller's affinity
+//!   changes);
 //! - the environment variable `MINSTANT_CLOCK` is not `monotonic` (an
 //!   operator's switch to rule the TSC out).
 //!
-//! A reading from a core that was not calibrated (one that came online
-//! later, or that the calibrating thread was not allowed on) reads the OS
-//! clock for that one reading, mapped onto the same time line.
+//! Calibration takes about 2.5 ms on two cores, plus a few hundred
+//! microseconds per further core; on a machine so loaded that the helpers
+//! cannot run for 500 ms it gives up and the OS clock is used.
+//!
+//! A core that comes online after calibration has no measured offset: a
+//! reading taken there reads the OS clock and maps it onto the tick time
+//! line with the calibrated rate. That keeps the reading sane, but the
+//! mapping drifts with the rate's error (about ±20 ppm) and with NTP's
+//! slewing of `CLOCK_MONOTONIC`, so ordering against readings from other
+//! cores is only as good as that drift; restart the process after adding
+//! cores.
 //!
 //! # Features
 //!

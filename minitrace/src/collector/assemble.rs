@@ -14,14 +14,17 @@ use crate::local::raw_span::{RawSpan, LINE_PARENT};
 use crate::util::span_buffers;
 
 /// Spans of a trace whose root has not finished are reported anyway after
-/// this long (the root was leaked, or lives on a thread that exited).
+/// this long (the root was leaked, or lives on a thread that exited), or
+/// after the slow-trace threshold if that is longer.
 const OPEN_TRACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Emptied trace buffers kept for reuse.
 const MAX_SPARE_PARTS: usize = 1024;
-/// Finished traces are remembered for one to two generations...
-const FATE_GENERATION: Duration = Duration::from_secs(2);
-/// ...of at most this many traces each (a few MiB).
-const RECENT_FATES: usize = 1 << 18;
+/// Finished traces are remembered for one to two generations, as long as
+/// an open trace is kept, so that a late child follows its root's fate...
+const FATE_GENERATION: Duration = OPEN_TRACE_TIMEOUT;
+/// ...of at most this many traces each (up to ~16 MiB in all); past that
+/// rate the memory is shorter.
+const RECENT_FATES: usize = 1 << 19;
 
 pub(crate) struct Collector {
     reporter: Box<dyn Reporter>,
@@ -29,8 +32,10 @@ pub(crate) struct Collector {
     open: HashMap<u64, OpenTrace, BuildIdHasher>,
     finished: RecentFates,
     /// Reused between cycles and traces.
-    inbox: Vec<Message>,
+    roots: Vec<Message>,
     spare_parts: Vec<Vec<(Batch, Target)>>,
+    /// When the current cycle started: the time for everything it files.
+    now: StdInstant,
     /// Local span buffers emptied this cycle, returned to the pool at its end.
     emptied: Vec<Vec<RawSpan>>,
     outbox: Vec<SpanRecord>,
@@ -38,16 +43,29 @@ pub(crate) struct Collector {
 
 struct OpenTrace {
     parts: Vec<(Batch, Target)>,
+    /// Spans accepted, for `max_spans_per_trace`.
     spans: usize,
+    /// Spans accepted but not yet reported (with `report_before_root_finish`
+    /// some are reported early): what a discarded or lost root takes along.
+    unreported: usize,
+    /// Some span of the trace was dropped: its children's parent may be
+    /// missing, so they are re-parented to the root when it is reported.
+    lossy: bool,
     opened: StdInstant,
 }
 
 impl OpenTrace {
+    fn new(parts: Vec<(Batch, Target)>, opened: StdInstant) -> OpenTrace {
+        OpenTrace { parts, spans: 0, unreported: 0, lossy: false, opened }
+    }
+
     fn add(&mut self, batch: Batch, target: Target, spans: usize, config: &Config) {
         if config.max_spans_per_trace.is_some_and(|max| self.spans + spans > max) {
             stats::count_trace_too_large(spans);
+            self.lossy = true;
         } else {
             self.spans += spans;
+            self.unreported += spans;
             self.parts.push((batch, target));
         }
     }
@@ -68,7 +86,8 @@ impl Collector {
             config,
             open: HashMap::default(),
             finished: RecentFates::new(),
-            inbox: Vec::new(),
+            roots: Vec::new(),
+            now: StdInstant::now(),
             spare_parts: Vec::new(),
             emptied: Vec::new(),
             outbox: Vec::new(),
@@ -87,36 +106,49 @@ impl Collector {
 
     /// One collection: gather, assemble, report.
     pub(crate) fn cycle(&mut self) {
-        let mut inbox = std::mem::take(&mut self.inbox);
-        // Drained twice: a child pushed to one thread's ring before its root
-        // was pushed to another's may be missed by a single sweep that visits
-        // the child's ring first, but not by a second sweep.
-        queue::drain_into(&mut inbox);
-        queue::drain_into(&mut inbox);
-
         let anchor = Anchor::new();
-        let mut roots = Vec::new();
-        for message in inbox.drain(..) {
-            match message.role {
+        self.now = StdInstant::now();
+        // Children are filed as they are popped, while their bytes are still
+        // in cache; roots wait until every ring has been swept twice: a child
+        // pushed to one thread's ring before its root was pushed to another's
+        // may be missed by a single sweep that visits the child's ring first,
+        // but not by a second. (A child that finishes after its root arrives
+        // later and is reported in a later batch.)
+        let mut roots = std::mem::take(&mut self.roots);
+        for _ in 0..2 {
+            queue::drain(|message| match message.role {
                 Role::Child => self.add_child(message, &anchor),
                 Role::Root | Role::CancelledRoot => roots.push(message),
+            });
+        }
+        // Messages dropped at a full queue, before the roots that follow them.
+        for dropped in queue::take_dropped() {
+            if dropped.root {
+                if let Some(trace) = self.open.remove(&dropped.collect_id) {
+                    stats::count_queue_full(trace.unreported);
+                }
+                self.finished.insert(dropped.collect_id, Fate::RootDropped, self.now);
+            } else if self.finished.get(dropped.collect_id).is_none() {
+                let spare = &mut self.spare_parts;
+                let now = self.now;
+                let trace = self
+                    .open
+                    .entry(dropped.collect_id)
+                    .or_insert_with(|| OpenTrace::new(spare.pop().unwrap_or_default(), now));
+                trace.lossy = true;
             }
         }
-        for root in roots {
+        for root in roots.drain(..) {
             self.finish_root(root, &anchor);
         }
-        for collect_id in queue::take_dropped_roots() {
-            if let Some(trace) = self.open.remove(&collect_id) {
-                stats::count_queue_full(trace.spans);
-            }
-            self.finished.insert(collect_id, Fate::RootDropped);
-        }
-        self.inbox = inbox;
+        self.roots = roots;
 
         self.expire(&anchor);
         if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
-            let parts: Vec<_> = self.open.values_mut().flat_map(|trace| trace.parts.drain(..)).collect();
-            into_records_recycling(parts, &anchor, &mut self.outbox, &mut self.emptied);
+            for trace in self.open.values_mut().filter(|trace| !trace.parts.is_empty()) {
+                into_records_recycling(trace.parts.drain(..), &anchor, &mut self.outbox, &mut self.emptied);
+                trace.unreported = 0;
+            }
         }
         self.report();
         span_buffers::recycle(&mut self.emptied);
@@ -145,8 +177,7 @@ impl Collector {
             Some(Fate::Discarded) => stats::count_sampled_out(spans),
             Some(Fate::RootDropped) => stats::count_queue_full(spans),
             None => {
-                let parts = self.spare_parts.pop().unwrap_or_default();
-                let trace = OpenTrace { parts, spans: 0, opened: StdInstant::now() };
+                let trace = OpenTrace::new(self.spare_parts.pop().unwrap_or_default(), self.now);
                 self.open.entry(target.collect_id).or_insert(trace).add(batch, target, spans, &self.config);
             }
         }
@@ -155,9 +186,10 @@ impl Collector {
     fn finish_root(&mut self, root: Message, anchor: &Anchor) {
         let target = *root.targets.first();
         let trace = self.open.remove(&target.collect_id);
-        let spans = 1 + trace.as_ref().map_or(0, |trace| trace.spans);
+        let spans = 1 + trace.as_ref().map_or(0, |trace| trace.unreported);
+        let lossy = trace.as_ref().is_some_and(|trace| trace.lossy);
         let too_fast = match (&root.batch, self.config.slow_trace_threshold) {
-            (Batch::Span(raw), Some(threshold)) => raw.end.duration_since(raw.begin) < threshold,
+            (Batch::Span(raw, _), Some(threshold)) => raw.end.duration_since(raw.begin) < threshold,
             _ => false,
         };
         let fate = if root.role == Role::CancelledRoot || too_fast {
@@ -167,27 +199,34 @@ impl Collector {
             let mut parts =
                 trace.map_or_else(|| self.spare_parts.pop().unwrap_or_default(), |trace| trace.parts);
             parts.push((root.batch, target));
+            let first = self.outbox.len();
             into_records_recycling(parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
+            if lossy {
+                reparent_orphans(&mut self.outbox[first..]);
+            }
             if self.spare_parts.len() < MAX_SPARE_PARTS {
                 self.spare_parts.push(parts);
             }
             Fate::Reported
         };
-        self.finished.insert(target.collect_id, fate);
+        self.finished.insert(target.collect_id, fate, self.now);
     }
 
     fn expire(&mut self, anchor: &Anchor) {
-        let now = StdInstant::now();
+        let now = self.now;
+        // A trace open this long has a root at least this slow, so the
+        // slow-trace filter would report it too.
+        let timeout = OPEN_TRACE_TIMEOUT.max(self.config.slow_trace_threshold.unwrap_or_default());
         let stale: Vec<u64> = self
             .open
             .iter()
-            .filter(|(_, trace)| now.duration_since(trace.opened) >= OPEN_TRACE_TIMEOUT)
+            .filter(|(_, trace)| now.duration_since(trace.opened) >= timeout)
             .map(|(&id, _)| id)
             .collect();
         for id in stale {
             if let Some(trace) = self.open.remove(&id) {
                 into_records_recycling(trace.parts, anchor, &mut self.outbox, &mut self.emptied);
-                self.finished.insert(id, Fate::Reported);
+                self.finished.insert(id, Fate::Reported, now);
             }
         }
     }
@@ -232,9 +271,10 @@ fn into_records_recycling(
     let mut events = Vec::new();
     for (batch, target) in parts {
         match batch {
-            Batch::Span(raw) => {
+            Batch::Span(raw, span_events) => {
                 let (span_id, parent_id) = (raw.id, target.parent_id);
                 out.push(record(raw, &target, span_id, parent_id, anchor));
+                events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
             }
             Batch::Local(mut spans) => {
                 out.reserve(spans.len());
@@ -288,7 +328,7 @@ fn push_raw(
 ) {
     let parent_id =
         if raw.parent_id == LINE_PARENT { target.parent_id } else { ids.apply(raw.parent_id, target) };
-    if raw.is_event {
+    if raw.is_event() {
         events.push((parent_id, event_record(raw, anchor)));
     } else {
         let span_id = ids.apply(raw.id, target);
@@ -297,7 +337,13 @@ fn push_raw(
 }
 
 #[inline]
-fn record(raw: RawSpan, target: &Target, span_id: SpanId, parent_id: SpanId, anchor: &Anchor) -> SpanRecord {
+fn record(
+    mut raw: RawSpan,
+    target: &Target,
+    span_id: SpanId,
+    parent_id: SpanId,
+    anchor: &Anchor,
+) -> SpanRecord {
     let begin = raw.begin.as_unix_nanos(anchor);
     SpanRecord {
         trace_id: target.trace_id,
@@ -307,17 +353,29 @@ fn record(raw: RawSpan, target: &Target, span_id: SpanId, parent_id: SpanId, anc
         // Both ends through the anchor: a multiply each, where a `Duration`
         // would cost a division.
         duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
+        properties: raw.take_properties(),
         name: raw.name,
-        properties: raw.properties,
         events: Vec::new(),
     }
 }
 
-fn event_record(raw: RawSpan, anchor: &Anchor) -> EventRecord {
+fn event_record(mut raw: RawSpan, anchor: &Anchor) -> EventRecord {
     EventRecord {
-        name: raw.name,
         timestamp_unix_ns: raw.begin.as_unix_nanos(anchor),
-        properties: raw.properties,
+        properties: raw.take_properties(),
+        name: raw.name,
+    }
+}
+
+/// Gives records whose parent is missing from the trace (it was dropped) the
+/// root, the last record, as parent, and says so in a property.
+fn reparent_orphans(records: &mut [SpanRecord]) {
+    let Some((root, children)) = records.split_last_mut() else { return };
+    let ids: std::collections::HashSet<SpanId> =
+        children.iter().map(|r| r.span_id).chain([root.span_id]).collect();
+    for child in children.iter_mut().filter(|child| !ids.contains(&child.parent_id)) {
+        child.parent_id = root.span_id;
+        child.properties.push(("minitrace.reparented".into(), "parent span was dropped".into()));
     }
 }
 
@@ -350,10 +408,10 @@ impl RecentFates {
         RecentFates { current: HashMap::default(), previous: HashMap::default(), since: StdInstant::now() }
     }
 
-    fn insert(&mut self, collect_id: u64, fate: Fate) {
-        if self.current.len() >= RECENT_FATES || self.since.elapsed() >= FATE_GENERATION {
+    fn insert(&mut self, collect_id: u64, fate: Fate, now: StdInstant) {
+        if self.current.len() >= RECENT_FATES || now.duration_since(self.since) >= FATE_GENERATION {
             self.previous = std::mem::take(&mut self.current);
-            self.since = StdInstant::now();
+            self.since = now;
         }
         self.current.insert(collect_id, fate);
     }

@@ -36,8 +36,12 @@ impl Default for Config {
 }
 
 impl Config {
-    /// At most this many spans are kept per trace; the rest are dropped and
-    /// counted in [`Stats::dropped_trace_too_large`](crate::collector::Stats::dropped_trace_too_large).
+    /// At most this many spans are kept per trace besides the root; the rest
+    /// are dropped and counted in [`Stats::dropped_trace_too_large`](crate::collector::Stats::dropped_trace_too_large).
+    /// A batch of local spans that would cross the limit is dropped whole,
+    /// and spans whose parent was dropped are re-parented to the root (with
+    /// the property `minitrace.reparented`). Spans that finish after their
+    /// root is reported are not limited.
     ///
     /// ```
     /// let config = minitrace::collector::Config::default().max_spans_per_trace(Some(100));

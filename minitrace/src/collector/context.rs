@@ -103,7 +103,13 @@ impl SpanContext {
     /// ```
     pub fn decode_w3c_traceparent(traceparent: &str) -> Option<SpanContext> {
         let bytes = traceparent.as_bytes();
-        if bytes.len() < 55 || bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
+        // ASCII only: every offset below is then a character boundary.
+        if !traceparent.is_ascii()
+            || bytes.len() < 55
+            || bytes[2] != b'-'
+            || bytes[35] != b'-'
+            || bytes[52] != b'-'
+        {
             return None;
         }
         let version = parse_hex(&traceparent[0..2])? as u8;
@@ -178,6 +184,9 @@ mod tests {
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333g-01",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0x",
             "00-0af7651916cd43dd8448eb211c80319é-b7ad6b7169203331-01",
+            // A multi-byte character across the end of the flags.
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0é",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-é",
         ] {
             assert_eq!(SpanContext::decode_w3c_traceparent(bad), None, "{bad:?}");
         }

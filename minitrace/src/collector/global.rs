@@ -64,20 +64,30 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
         return;
     }
     let mut control = lock_control();
-    control.pending = Some((Box::new(reporter), config));
+    // A reporter set but not yet installed is replaced; it is dropped after
+    // the lock is released, as its `Drop` may end spans.
+    let replaced = control.pending.replace((Box::new(reporter), config));
     if !control.started {
-        control.started = true;
-        std::thread::Builder::new()
-            .name("minitrace-collector".into())
-            .spawn(run_collector)
-            .expect("spawning the minitrace collector thread");
+        match std::thread::Builder::new().name("minitrace-collector".into()).spawn(run_collector) {
+            Ok(_) => control.started = true,
+            Err(error) => {
+                // Spans stay no-ops (and counted) until a later call succeeds.
+                control.pending = None;
+                drop(control);
+                eprintln!("minitrace: cannot start the collector thread, spans are not recorded: {error}");
+                return;
+            }
+        }
     }
     REPORTER_SET.store(true, Ordering::Release);
     // Wait for the switch, so that spans finished after this call go to the
     // new reporter.
-    if !ON_COLLECTOR_THREAD.with(Cell::get) {
+    if ON_COLLECTOR_THREAD.with(Cell::get) {
+        drop(control);
+    } else {
         wait_for_cycle(control);
     }
+    drop(replaced);
 }
 
 /// Reports every span that finished before this call (in traces whose root
@@ -126,8 +136,11 @@ fn run_collector() {
     loop {
         let (pending, flush_target) = {
             let mut control = lock_control();
-            let interval =
-                collector.as_ref().map_or(Duration::from_millis(10), |c| c.config().report_interval);
+            // At least 100 µs, so that a zero interval does not spin.
+            let interval = collector
+                .as_ref()
+                .map_or(Duration::from_millis(10), |c| c.config().report_interval)
+                .max(Duration::from_micros(100));
             if control.pending.is_none()
                 && control.flushes_requested == control.flushes_done
                 && !control.wake_early

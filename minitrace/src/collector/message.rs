@@ -14,8 +14,8 @@ pub(crate) struct Message {
 }
 
 pub(crate) enum Batch {
-    /// A thread-safe span.
-    Span(RawSpan),
+    /// A thread-safe span, with its events.
+    Span(RawSpan, Vec<RawSpan>),
     /// The local spans recorded under a local parent guard.
     Local(Vec<RawSpan>),
     /// A [`LocalSpans`](crate::local::LocalSpans) batch mounted under a span.
@@ -37,9 +37,9 @@ pub(crate) enum Role {
 
 impl Batch {
     pub(crate) fn span_count(&self) -> usize {
-        let count_spans = |spans: &[RawSpan]| spans.iter().filter(|span| !span.is_event).count();
+        let count_spans = |spans: &[RawSpan]| spans.iter().filter(|span| !span.is_event()).count();
         match self {
-            Batch::Span(_) => 1,
+            Batch::Span(..) => 1,
             Batch::Local(spans) => count_spans(spans),
             Batch::Mounted(spans) | Batch::Shared(spans) => count_spans(spans),
         }
@@ -48,7 +48,10 @@ impl Batch {
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, mounted) = match self {
-            Batch::Span(raw) => (Arc::new(vec![raw]), false),
+            Batch::Span(raw, mut events) => {
+                events.insert(0, raw);
+                (Arc::new(events), false)
+            }
             Batch::Local(spans) => (Arc::new(spans), false),
             Batch::Mounted(spans) => (spans, true),
             Batch::Shared(spans) => (spans, false),

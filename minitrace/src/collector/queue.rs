@@ -25,8 +25,8 @@ const RING_CAPACITY: usize = 1 << 14;
 pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 1 << 17;
 const MESSAGE_COST: usize = MAX_SPANS_IN_FLIGHT / RING_CAPACITY;
 const WAKE_AT: usize = MAX_SPANS_IN_FLIGHT / 4;
-/// Dropped roots remembered between two collector cycles.
-const MAX_DROPPED_ROOTS: usize = 1 << 20;
+/// Dropped messages remembered between two collector cycles.
+const MAX_DROPPED: usize = 1 << 20;
 
 /// The budget is kept without a shared read-modify-write per message: the
 /// producer counts what it queued in a plain field, the collector adds what
@@ -46,7 +46,15 @@ static RINGS: Mutex<Vec<Ring>> = Mutex::new(Vec::new());
 /// Messages from threads whose ring is already gone (sent from thread-local
 /// destructors while the thread exits).
 static LATE: Mutex<Vec<Message>> = Mutex::new(Vec::new());
-static DROPPED_ROOTS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static DROPPED: Mutex<Vec<Dropped>> = Mutex::new(Vec::new());
+
+/// A message dropped at a full queue, for the collector to act on.
+pub(crate) struct Dropped {
+    pub(crate) collect_id: u64,
+    /// A root: the rest of its trace is counted as dropped. A child: its
+    /// trace's spans under it are re-parented to the root.
+    pub(crate) root: bool,
+}
 
 thread_local! {
     static QUEUE: RefCell<Option<ThreadQueue>> = const { RefCell::new(None) };
@@ -84,10 +92,11 @@ pub(crate) fn submit(message: Message) {
 
 fn count_dropped(message: Message) {
     stats::count_queue_full(message.span_count());
-    if message.role != Role::Child {
-        let mut dropped_roots = lock(&DROPPED_ROOTS);
-        if dropped_roots.len() < MAX_DROPPED_ROOTS {
-            dropped_roots.push(message.targets.first().collect_id);
+    let root = message.role != Role::Child;
+    let mut dropped = lock(&DROPPED);
+    for target in message.targets.as_slice() {
+        if dropped.len() < MAX_DROPPED {
+            dropped.push(Dropped { collect_id: target.collect_id, root });
         }
     }
 }
@@ -99,29 +108,39 @@ fn register_thread() -> ThreadQueue {
     ThreadQueue { producer, queued: 0, drained }
 }
 
-/// Moves every queued message into `out`. Rings of exited threads are
-/// removed once empty.
-pub(crate) fn drain_into(out: &mut Vec<Message>) {
-    let mut rings = lock(&RINGS);
+/// Hands every queued message to `file`, ring by ring. Rings of exited
+/// threads are removed once empty.
+pub(crate) fn drain(mut file: impl FnMut(Message)) {
+    // Filed without holding the lock, so that a new thread's first span
+    // does not wait for a whole sweep.
+    let mut rings = std::mem::take(&mut *lock(&RINGS));
     rings.retain_mut(|ring| {
         let abandoned = ring.consumer.is_abandoned();
+        if abandoned {
+            // rtrb: the producer's last writes are visible only after this.
+            std::sync::atomic::fence(Ordering::Acquire);
+        }
         let mut drained = 0;
         while let Ok(message) = ring.consumer.pop() {
             drained += message.span_count() + MESSAGE_COST;
-            out.push(message);
+            file(message);
         }
         if drained > 0 {
             ring.drained.fetch_add(drained, Ordering::Relaxed);
         }
         !abandoned
     });
-    drop(rings);
-    out.append(&mut lock(&LATE));
+    let mut registered = lock(&RINGS);
+    rings.append(&mut registered);
+    *registered = rings;
+    drop(registered);
+    let late = std::mem::take(&mut *lock(&LATE));
+    late.into_iter().for_each(file);
 }
 
-/// The collect ids of roots dropped since the last call.
-pub(crate) fn take_dropped_roots() -> Vec<u64> {
-    std::mem::take(&mut *lock(&DROPPED_ROOTS))
+/// The messages dropped since the last call.
+pub(crate) fn take_dropped() -> Vec<Dropped> {
+    std::mem::take(&mut *lock(&DROPPED))
 }
 
 /// A panic elsewhere while holding one of these locks leaves the data

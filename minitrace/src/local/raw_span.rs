@@ -7,7 +7,11 @@ use crate::collector::SpanId;
 
 /// A span as recorded on the hot path: ticks, not nanoseconds, and no
 /// trace id (the batch it travels in knows its trace). Events are raw spans
-/// of zero length flagged `is_event`, whose parent is the span they belong to.
+/// of zero length with the id [`EVENT`], whose parent is the span they
+/// belong to.
+///
+/// 64 bytes, a cache line's worth: the collector reads every span a traced
+/// thread wrote, so each line crossing between cores counts.
 #[derive(Debug, Clone)]
 pub(crate) struct RawSpan {
     pub(crate) id: SpanId,
@@ -18,9 +22,13 @@ pub(crate) struct RawSpan {
     /// `Instant::ZERO` while the span is open.
     pub(crate) end: Instant,
     pub(crate) name: Cow<'static, str>,
-    pub(crate) properties: Vec<Property>,
-    pub(crate) is_event: bool,
+    /// Boxed, as most spans have none: keeps the span in one cache line.
+    #[allow(clippy::box_collection)]
+    pub(crate) properties: Option<Box<Vec<Property>>>,
 }
+
+/// The id of every event: spans never get id 0.
+pub(crate) const EVENT: SpanId = SpanId(0);
 
 /// The parent id of the top-level spans of a batch: resolved to the
 /// mounting span's id when the batch is collected.
@@ -30,12 +38,25 @@ impl RawSpan {
     /// `begin` is read by the caller: see [`Clock`].
     #[inline]
     pub(crate) fn begin(id: SpanId, parent_id: SpanId, name: Cow<'static, str>, begin: Instant) -> RawSpan {
-        RawSpan { id, parent_id, begin, end: Instant::ZERO, name, properties: Vec::new(), is_event: false }
+        RawSpan { id, parent_id, begin, end: Instant::ZERO, name, properties: None }
     }
 
     pub(crate) fn event(parent_id: SpanId, name: Cow<'static, str>, properties: Vec<Property>) -> RawSpan {
         let now = Instant::now();
-        RawSpan { id: SpanId::random(), parent_id, begin: now, end: now, name, properties, is_event: true }
+        let properties = (!properties.is_empty()).then(|| Box::new(properties));
+        RawSpan { id: EVENT, parent_id, begin: now, end: now, name, properties }
+    }
+
+    pub(crate) fn is_event(&self) -> bool {
+        self.id == EVENT
+    }
+
+    pub(crate) fn add_properties(&mut self, properties: impl IntoIterator<Item = Property>) {
+        self.properties.get_or_insert_with(Default::default).extend(properties);
+    }
+
+    pub(crate) fn take_properties(&mut self) -> Vec<Property> {
+        self.properties.take().map(|boxed| *boxed).unwrap_or_default()
     }
 
     pub(crate) fn is_open(&self) -> bool {

@@ -72,7 +72,7 @@ impl SpanQueue {
 
     pub(crate) fn add_properties(&mut self, slot: usize, properties: impl IntoIterator<Item = Property>) {
         if let Some(span) = self.spans.get_mut(slot) {
-            span.properties.extend(properties);
+            span.add_properties(properties);
         }
     }
 

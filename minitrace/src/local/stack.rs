@@ -155,6 +155,11 @@ impl Drop for LocalStack {
     }
 }
 
+/// Whether the thread has a local parent (a guard's span or a collector).
+pub(crate) fn has_line() -> bool {
+    with_stack(|stack| !stack.lines.is_empty()).unwrap_or(false)
+}
+
 /// Whether there is an innermost open local span to add properties to.
 pub(crate) fn has_open_local_span() -> bool {
     with_stack(|stack| stack.lines.last().is_some_and(|line| line.queue.current_parent_id() != LINE_PARENT))

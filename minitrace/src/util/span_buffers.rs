@@ -9,13 +9,14 @@ use std::sync::Mutex;
 
 use crate::local::raw_span::RawSpan;
 
-/// Buffers kept in the shared pool; more are freed.
-const POOL_SIZE: usize = 4096;
+/// Buffers kept in the shared pool; more are freed. With
+/// [`MAX_KEPT_CAPACITY`], the pool holds at most 16 MiB.
+const POOL_SIZE: usize = 256;
 /// Buffers a thread takes from the pool at once, so the pool's lock is
 /// taken once per this many lines.
 const REFILL: usize = 32;
 /// Buffers with more capacity than this are freed rather than kept.
-const MAX_KEPT_CAPACITY: usize = 8192;
+const MAX_KEPT_CAPACITY: usize = 1024;
 
 static POOL: Mutex<Vec<Vec<RawSpan>>> = Mutex::new(Vec::new());
 

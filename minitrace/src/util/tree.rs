@@ -37,20 +37,44 @@ pub fn tree_str_from_span_records(records: Vec<SpanRecord>) -> String {
             roots.push(record);
         }
     }
-    let mut rendered: Vec<String> = roots.into_iter().map(|root| render(root, &children, 0)).collect();
-    rendered.sort();
-    format!("\n{}", rendered.concat())
+    let mut trees: Vec<Tree> = roots.into_iter().map(|root| Tree::new(root, &children)).collect();
+    trees.sort();
+    let mut text = String::from("\n");
+    for tree in &trees {
+        tree.render(0, &mut text);
+    }
+    text
 }
 
-fn render(record: &SpanRecord, children: &HashMap<SpanId, Vec<&SpanRecord>>, depth: usize) -> String {
-    let mut lines = format!("{:indent$}{} {:?}\n", "", record.name, record.properties, indent = depth * 4);
-    let mut subtrees: Vec<String> = children
-        .get(&record.span_id)
-        .into_iter()
-        .flatten()
-        .map(|child| render(child, children, depth + 1))
-        .collect();
-    subtrees.sort();
-    lines.extend(subtrees);
-    lines
+/// Siblings sort by name, then by their subtrees, then by properties, so
+/// that spans of the same name are told apart by what is under them.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Tree {
+    name: String,
+    children: Vec<Tree>,
+    properties: String,
+}
+
+impl Tree {
+    fn new(record: &SpanRecord, children: &HashMap<SpanId, Vec<&SpanRecord>>) -> Tree {
+        let mut subtrees: Vec<Tree> = children
+            .get(&record.span_id)
+            .into_iter()
+            .flatten()
+            .map(|child| Tree::new(child, children))
+            .collect();
+        subtrees.sort();
+        Tree {
+            name: record.name.to_string(),
+            children: subtrees,
+            properties: format!("{:?}", record.properties),
+        }
+    }
+
+    fn render(&self, depth: usize, text: &mut String) {
+        text.push_str(&format!("{:indent$}{} {}\n", "", self.name, self.properties, indent = depth * 4));
+        for child in &self.children {
+            child.render(depth + 1, text);
+        }
+    }
 }

@@ -64,23 +64,46 @@ pub(crate) fn calibrate() -> Result<Calibration, String> {
         return Err("MINSTANT_CLOCK=monotonic forces the OS clock".into());
     }
     check_cpu_flags()?;
-    let cpus = affinity::allowed_cpus()?;
-    let (&reference, others) = cpus.split_first().ok_or("no allowed cpu")?;
+    // Every online core that threads of this process can run on, not only
+    // the calling thread's: other threads may have other affinities.
+    let allowed = affinity::allowed_cpus()?;
+    let &reference = allowed.first().ok_or("no allowed cpu")?;
+    let candidates: Vec<usize> = affinity::online_cpus()
+        .unwrap_or_else(|| allowed.clone())
+        .into_iter()
+        .filter(|&c| c != reference)
+        .collect();
+    let others = &affinity::pinnable(&candidates)?;
+    if let Some(missing) = allowed.iter().find(|&&cpu| cpu != reference && !others.contains(&cpu)) {
+        return Err(format!("could not run a calibration thread on allowed cpu {missing}"));
+    }
 
     let shared = Shared::default();
     let deadline = StdInstant::now() + DEADLINE;
-    let (reference_side, roamer_side) = thread::scope(|scope| {
-        let reference_thread = scope.spawn(|| run_reference(&shared, reference, others, deadline));
-        let roamer = (!others.is_empty()).then(|| scope.spawn(|| run_roamer(&shared, others, deadline)));
-        let reference_side = reference_thread.join();
-        let roamer_side = roamer.map(|t| t.join());
-        (reference_side, roamer_side)
-    });
-    let reference_side = reference_side.map_err(|_| "calibration thread panicked")??;
-    let forward = match roamer_side {
-        Some(joined) => joined.map_err(|_| "calibration thread panicked")??,
-        None => Vec::new(),
-    };
+    let (reference_side, forward) = thread::scope(|scope| -> Result<_, String> {
+        let builder = || thread::Builder::new().name("minstant-calibration".into());
+        let reference_thread = builder()
+            .spawn_scoped(scope, || run_reference(&shared, reference, others, deadline))
+            .map_err(spawn_error)?;
+        let roamer = if others.is_empty() {
+            None
+        } else {
+            match builder().spawn_scoped(scope, || run_roamer(&shared, others, deadline)).map_err(spawn_error)
+            {
+                Ok(roamer) => Some(roamer),
+                Err(why) => {
+                    shared.abort.store(true, Ordering::Relaxed);
+                    return Err(why);
+                }
+            }
+        };
+        let reference_side = reference_thread.join().map_err(|_| "calibration thread panicked")??;
+        let forward = match roamer {
+            Some(roamer) => roamer.join().map_err(|_| "calibration thread panicked")??,
+            None => Vec::new(),
+        };
+        Ok((reference_side, forward))
+    })?;
 
     let (start, end) = (reference_side.start, reference_side.end);
     let elapsed_nanos = end.mono_nanos.saturating_sub(start.mono_nanos);
@@ -101,6 +124,12 @@ pub(crate) fn calibrate() -> Result<Calibration, String> {
         offsets.push((cpu, offset));
     }
     Ok(Calibration { ticks_per_nano, offsets, base: end })
+}
+
+/// A process out of threads (a pids cgroup, `RLIMIT_NPROC`) gets the OS
+/// clock, not a panic.
+fn spawn_error(error: std::io::Error) -> String {
+    format!("spawning a calibration thread: {error}")
 }
 
 fn check_cpu_flags() -> Result<(), String> {
@@ -303,6 +332,35 @@ pub(crate) mod affinity {
         }
         // SAFETY: `set` was filled in by the kernel above.
         Ok((0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
+    }
+
+    /// The online cpus, from `/sys/devices/system/cpu/online` (e.g. `0-3,8`).
+    pub(crate) fn online_cpus() -> Option<Vec<usize>> {
+        let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+        let mut cpus = Vec::new();
+        for range in list.trim().split(',').filter(|range| !range.is_empty()) {
+            let (first, last) = range.split_once('-').unwrap_or((range, range));
+            let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+            cpus.extend(first..=last.min(libc::CPU_SETSIZE as usize - 1));
+        }
+        Some(cpus)
+    }
+
+    /// Those of `cpus` that a thread of this process can be pinned to (a
+    /// cgroup's cpuset may exclude some), found by a short-lived probe
+    /// thread so that no caller's affinity changes.
+    pub(crate) fn pinnable(cpus: &[usize]) -> Result<Vec<usize>, String> {
+        if cpus.is_empty() {
+            return Ok(Vec::new());
+        }
+        let probe = std::thread::Builder::new()
+            .name("minstant-probe".into())
+            .spawn({
+                let cpus = cpus.to_vec();
+                move || cpus.into_iter().filter(|&cpu| pin_current_thread(cpu).is_ok()).collect()
+            })
+            .map_err(super::spawn_error)?;
+        probe.join().map_err(|_| "calibration probe panicked".to_string())
     }
 
     /// Pins the calling thread (only ever one of our helper threads) to `cpu`.
