@@ -7,6 +7,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use minstant::Anchor;
 
+use crate::collector::global::ID_BLOCK;
 use crate::collector::message::{Batch, Message, Role};
 use crate::collector::target::{Target, Targets};
 use crate::collector::{queue, stats, Config, EventRecord, Reporter, SpanId, SpanRecord};
@@ -19,20 +20,18 @@ use crate::util::span_buffers;
 const OPEN_TRACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Emptied trace buffers kept for reuse.
 const MAX_SPARE_PARTS: usize = 1024;
-/// Finished traces are remembered for one to two generations, as long as
-/// an open trace is kept, so that a late child follows its root's fate...
-const FATE_GENERATION: Duration = OPEN_TRACE_TIMEOUT;
-/// ...of at most this many traces each (up to ~16 MiB in all); past that
-/// rate the memory is shorter.
-const RECENT_FATES: usize = 1 << 19;
+/// How long a finished trace's fate is remembered: as long as an open trace
+/// is kept, so that a late child follows its root's fate.
+const FATE_MEMORY: Duration = OPEN_TRACE_TIMEOUT;
 
 pub(crate) struct Collector {
     reporter: Box<dyn Reporter>,
     config: Config,
     open: HashMap<u64, OpenTrace, BuildIdHasher>,
     finished: RecentFates,
+    /// The newest open trace, kept out of `open` until another trace starts.
+    pending: Option<(u64, OpenTrace)>,
     /// Reused between cycles and traces.
-    roots: Vec<Message>,
     spare_parts: Vec<Vec<(Batch, Target)>>,
     /// When the current cycle started: the time for everything it files.
     now: StdInstant,
@@ -86,7 +85,7 @@ impl Collector {
             config,
             open: HashMap::default(),
             finished: RecentFates::new(),
-            roots: Vec::new(),
+            pending: None,
             now: StdInstant::now(),
             spare_parts: Vec::new(),
             emptied: Vec::new(),
@@ -108,20 +107,43 @@ impl Collector {
     pub(crate) fn cycle(&mut self) {
         let anchor = Anchor::new();
         self.now = StdInstant::now();
-        // Children are filed as they are popped, while their bytes are still
-        // in cache; roots wait until every ring has been swept twice: a child
-        // pushed to one thread's ring before its root was pushed to another's
-        // may be missed by a single sweep that visits the child's ring first,
-        // but not by a second. (A child that finishes after its root arrives
-        // later and is reported in a later batch.)
-        let mut roots = std::mem::take(&mut self.roots);
-        for _ in 0..2 {
-            queue::drain(|message| match message.role {
-                Role::Child => self.add_child(message, &anchor),
-                Role::Root | Role::CancelledRoot => roots.push(message),
-            });
+        // Every message is filed as it is popped, while its bytes are still
+        // in cache. A root completes its trace at once: a child still queued
+        // on another thread's ring arrives after it, and is reported as a
+        // late span of a reported trace, normally in the same batch.
+        queue::drain(|message| self.file(message, &anchor));
+        self.park_pending();
+        self.apply_drops();
+        self.expire(&anchor);
+        self.finished.forget_older_than(self.now);
+        if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
+            for trace in self.open.values_mut().filter(|trace| !trace.parts.is_empty()) {
+                into_records_recycling(trace.parts.drain(..), &anchor, &mut self.outbox, &mut self.emptied);
+                trace.unreported = 0;
+            }
         }
-        // Messages dropped at a full queue, before the roots that follow them.
+        self.report();
+        span_buffers::recycle(&mut self.emptied);
+    }
+
+    fn file(&mut self, message: Message, anchor: &Anchor) {
+        match message.role {
+            Role::Child => self.add_child(message, anchor),
+            Role::Root | Role::CancelledRoot => {
+                // A child dropped before this root on any thread is noted
+                // before the root was queued: mark its trace first.
+                if queue::drops_pending() {
+                    self.park_pending();
+                    self.apply_drops();
+                }
+                self.finish_root(message, anchor);
+            }
+        }
+    }
+
+    /// Messages dropped at a full queue: a dropped root takes the rest of
+    /// its trace along; a dropped child makes its trace lossy.
+    fn apply_drops(&mut self) {
         for dropped in queue::take_dropped() {
             if dropped.root {
                 if let Some(trace) = self.open.remove(&dropped.collect_id) {
@@ -138,20 +160,13 @@ impl Collector {
                 trace.lossy = true;
             }
         }
-        for root in roots.drain(..) {
-            self.finish_root(root, &anchor);
-        }
-        self.roots = roots;
+    }
 
-        self.expire(&anchor);
-        if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
-            for trace in self.open.values_mut().filter(|trace| !trace.parts.is_empty()) {
-                into_records_recycling(trace.parts.drain(..), &anchor, &mut self.outbox, &mut self.emptied);
-                trace.unreported = 0;
-            }
+    /// Moves the newest trace from its one-entry fast slot into the map.
+    fn park_pending(&mut self) {
+        if let Some((collect_id, trace)) = self.pending.take() {
+            self.open.insert(collect_id, trace);
         }
-        self.report();
-        span_buffers::recycle(&mut self.emptied);
     }
 
     fn add_child(&mut self, message: Message, anchor: &Anchor) {
@@ -166,7 +181,10 @@ impl Collector {
     }
 
     fn add_part(&mut self, batch: Batch, target: Target, spans: usize, anchor: &Anchor) {
-        // Most parts belong to a trace that is still open: one lookup.
+        // Most parts belong to the newest trace, or to another open one.
+        if let Some((_, trace)) = self.pending.as_mut().filter(|(id, _)| *id == target.collect_id) {
+            return trace.add(batch, target, spans, &self.config);
+        }
         if let Some(trace) = self.open.get_mut(&target.collect_id) {
             return trace.add(batch, target, spans, &self.config);
         }
@@ -177,15 +195,25 @@ impl Collector {
             Some(Fate::Discarded) => stats::count_sampled_out(spans),
             Some(Fate::RootDropped) => stats::count_queue_full(spans),
             None => {
-                let trace = OpenTrace::new(self.spare_parts.pop().unwrap_or_default(), self.now);
-                self.open.entry(target.collect_id).or_insert(trace).add(batch, target, spans, &self.config);
+                // A new trace: typically its root is the next message from
+                // the same thread, so it waits in the fast slot, not the map.
+                self.park_pending();
+                let mut trace = OpenTrace::new(self.spare_parts.pop().unwrap_or_default(), self.now);
+                trace.add(batch, target, spans, &self.config);
+                self.pending = Some((target.collect_id, trace));
             }
         }
     }
 
     fn finish_root(&mut self, root: Message, anchor: &Anchor) {
         let target = *root.targets.first();
-        let trace = self.open.remove(&target.collect_id);
+        let trace = match self.pending.take() {
+            Some((collect_id, trace)) if collect_id == target.collect_id => Some(trace),
+            other => {
+                self.pending = other;
+                self.open.remove(&target.collect_id)
+            }
+        };
         let spans = 1 + trace.as_ref().map_or(0, |trace| trace.unreported);
         let lossy = trace.as_ref().is_some_and(|trace| trace.lossy);
         let too_fast = match (&root.batch, self.config.slow_trace_threshold) {
@@ -392,32 +420,60 @@ fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>)
 }
 
 /// The fates of recently finished traces, so that children finishing after
-/// their root follow it. Two generations of maps: the older one is dropped
-/// wholesale every [`FATE_GENERATION`] or when the newer one holds
-/// [`RECENT_FATES`] entries, so memory is bounded and nothing is scanned. A
-/// late span whose trace was forgotten is kept as an open trace and reported
-/// after [`OPEN_TRACE_TIMEOUT`].
+/// their root follow it. Collect ids are handed out in per-thread blocks of
+/// [`ID_BLOCK`] consecutive ids, so fates are kept as two bits per id in one
+/// small bitmap per block (16 KiB), and a block untouched for
+/// [`FATE_MEMORY`] is forgotten: exact for that long, whatever the rate,
+/// in memory proportional to the blocks in use. A late span whose trace
+/// was forgotten is kept as an open trace and reported after the open-trace
+/// timeout.
 struct RecentFates {
-    current: HashMap<u64, Fate, BuildIdHasher>,
-    previous: HashMap<u64, Fate, BuildIdHasher>,
-    since: StdInstant,
+    blocks: HashMap<u64, FateBlock, BuildIdHasher>,
+}
+
+struct FateBlock {
+    /// Two bits per id: 0 unknown, then [`Fate`] as 1, 2, 3.
+    bits: Box<[u64]>,
+    touched: StdInstant,
 }
 
 impl RecentFates {
     fn new() -> RecentFates {
-        RecentFates { current: HashMap::default(), previous: HashMap::default(), since: StdInstant::now() }
+        RecentFates { blocks: HashMap::default() }
+    }
+
+    fn locate(collect_id: u64) -> (u64, usize, u32) {
+        let offset = (collect_id % ID_BLOCK) as usize;
+        (collect_id / ID_BLOCK, offset / 32, (offset % 32) as u32 * 2)
     }
 
     fn insert(&mut self, collect_id: u64, fate: Fate, now: StdInstant) {
-        if self.current.len() >= RECENT_FATES || now.duration_since(self.since) >= FATE_GENERATION {
-            self.previous = std::mem::take(&mut self.current);
-            self.since = now;
-        }
-        self.current.insert(collect_id, fate);
+        let (block, word, shift) = Self::locate(collect_id);
+        let block = self.blocks.entry(block).or_insert_with(|| FateBlock {
+            bits: vec![0; ID_BLOCK as usize / 32].into_boxed_slice(),
+            touched: now,
+        });
+        let code = match fate {
+            Fate::Reported => 1,
+            Fate::Discarded => 2,
+            Fate::RootDropped => 3,
+        };
+        block.bits[word] = (block.bits[word] & !(3 << shift)) | (code << shift);
+        block.touched = now;
     }
 
     fn get(&self, collect_id: u64) -> Option<Fate> {
-        self.current.get(&collect_id).or_else(|| self.previous.get(&collect_id)).copied()
+        let (block, word, shift) = Self::locate(collect_id);
+        match (self.blocks.get(&block)?.bits[word] >> shift) & 3 {
+            1 => Some(Fate::Reported),
+            2 => Some(Fate::Discarded),
+            3 => Some(Fate::RootDropped),
+            _ => None,
+        }
+    }
+
+    fn forget_older_than(&mut self, now: StdInstant) {
+        self.blocks.retain(|_, block| now.duration_since(block.touched) < FATE_MEMORY);
     }
 }
 

@@ -174,7 +174,8 @@ fn lock_control() -> MutexGuard<'static, Control> {
 }
 
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
-const ID_BLOCK: u64 = 1 << 16;
+/// Collect ids are handed to each thread in blocks of this many.
+pub(crate) const ID_BLOCK: u64 = 1 << 16;
 
 thread_local! {
     static NEXT_COLLECT_ID: Cell<(u64, u64)> = const { Cell::new((0, 0)) };

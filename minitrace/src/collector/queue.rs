@@ -9,7 +9,7 @@
 //! will never come.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rtrb::{Consumer, Producer, RingBuffer};
@@ -47,6 +47,7 @@ static RINGS: Mutex<Vec<Ring>> = Mutex::new(Vec::new());
 /// destructors while the thread exits).
 static LATE: Mutex<Vec<Message>> = Mutex::new(Vec::new());
 static DROPPED: Mutex<Vec<Dropped>> = Mutex::new(Vec::new());
+static DROPS_PENDING: AtomicBool = AtomicBool::new(false);
 
 /// A message dropped at a full queue, for the collector to act on.
 pub(crate) struct Dropped {
@@ -99,6 +100,13 @@ fn count_dropped(message: Message) {
             dropped.push(Dropped { collect_id: target.collect_id, root });
         }
     }
+    // Published before any later message of this thread is queued.
+    DROPS_PENDING.store(true, Ordering::Release);
+}
+
+/// Whether [`take_dropped`] has something: one load, checked before every root.
+pub(crate) fn drops_pending() -> bool {
+    DROPS_PENDING.load(Ordering::Acquire)
 }
 
 fn register_thread() -> ThreadQueue {
@@ -140,7 +148,9 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
 
 /// The messages dropped since the last call.
 pub(crate) fn take_dropped() -> Vec<Dropped> {
-    std::mem::take(&mut *lock(&DROPPED))
+    let mut dropped = lock(&DROPPED);
+    DROPS_PENDING.store(false, Ordering::Relaxed);
+    std::mem::take(&mut *dropped)
 }
 
 /// A panic elsewhere while holding one of these locks leaves the data
