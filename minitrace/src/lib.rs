@@ -65,10 +65,29 @@ pub use macros::__private;
 pub use crate::collector::global::{flush, set_reporter};
 pub use crate::event::Event;
 pub use crate::span::Span;
+/// Traces a fn: a span for every call, named after the fn, under the
+/// caller's local parent. See [`minitrace_macro::trace`] for the options.
+pub use minitrace_macro::trace;
 
-/// Whether tracing is compiled in. Every entry point checks this constant
-/// first, so without the `enable` feature the optimiser removes the rest.
+/// Whether tracing is compiled in: the `enable` switch, decided here and
+/// nowhere else. Every entry point checks this constant first, and every
+/// recording object is stored as a [`Recording`], so without the feature
+/// the optimiser removes the rest.
 pub(crate) const ENABLED: bool = cfg!(feature = "enable");
+
+/// A recording object's state: `Option<T>` with `enable`, a zero-sized,
+/// always-empty stand-in without it (see `util::recording`).
+#[cfg(feature = "enable")]
+pub(crate) type Recording<T> = Option<T>;
+#[cfg(not(feature = "enable"))]
+pub(crate) type Recording<T> = util::recording::Nothing<T>;
+
+/// Stores `value` as a [`Recording`]: itself with `enable`, nothing without.
+#[inline(always)]
+#[allow(clippy::useless_conversion)] // a real conversion only without `enable`
+pub(crate) fn recording<T>(value: Option<T>) -> Recording<T> {
+    value.into()
+}
 
 /// The common imports.
 ///
@@ -81,5 +100,6 @@ pub mod prelude {
     pub use crate::future::FutureExt as _;
     pub use crate::local::LocalSpan;
     pub use crate::span::Span;
+    pub use crate::trace;
     pub use crate::{file_location, full_name, func_name};
 }

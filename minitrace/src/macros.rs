@@ -47,12 +47,14 @@ macro_rules! file_location {
 /// Support for the macros; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    #[inline]
     pub fn type_name_of<T>(_: T) -> &'static str {
         std::any::type_name::<T>()
     }
 
     /// `path::to::f::marker` (possibly inside `{{closure}}`s) to `f` or
     /// `path::to::f`.
+    #[inline]
     pub fn function_name(marker: &'static str, full: bool) -> &'static str {
         let path = marker.strip_suffix("::marker").unwrap_or(marker);
         let mut path = path;

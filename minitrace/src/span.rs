@@ -10,6 +10,7 @@ use crate::collector::{global, queue, stats, SpanContext, SpanId};
 use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
 use crate::local::stack;
 use crate::local::LocalSpans;
+use crate::{recording, Recording};
 
 /// A thread-safe span: it can be sent to other threads, held across
 /// `.await`s, and have several parents. It ends when dropped.
@@ -38,7 +39,7 @@ use crate::local::LocalSpans;
 pub struct Span {
     // Inline rather than boxed: no allocation per span, and no free on the
     // collector thread (the span's fields move into its message).
-    inner: Option<SpanInner>,
+    inner: Recording<SpanInner>,
 }
 
 struct SpanInner {
@@ -59,7 +60,7 @@ impl Span {
     /// ```
     #[inline]
     pub fn noop() -> Span {
-        Span { inner: None }
+        Span { inner: Recording::default() }
     }
 
     /// Starts a trace. `parent` gives the trace id and, for a trace continued
@@ -98,7 +99,7 @@ impl Span {
     /// ```
     #[inline]
     pub fn enter_with_parent(name: impl Into<Cow<'static, str>>, parent: &Span) -> Span {
-        match &parent.inner {
+        match parent.inner.as_ref() {
             Some(parent) if crate::ENABLED => {
                 Span::start(name, parent.targets.with_parent(parent.raw.id), Role::Child)
             }
@@ -164,12 +165,13 @@ impl Span {
     /// let _guard = root.set_local_parent();
     /// let _step = LocalSpan::enter_with_local_parent("step");
     /// ```
+    #[inline]
     pub fn set_local_parent(&self) -> LocalParentGuard {
-        let epoch = match &self.inner {
+        let epoch = match self.inner.as_ref() {
             Some(inner) if crate::ENABLED => stack::push_line(Some(inner.targets.with_parent(inner.raw.id))),
             _ => None,
         };
-        LocalParentGuard { epoch, _not_send: PhantomData }
+        LocalParentGuard { epoch: recording(epoch), _not_send: PhantomData }
     }
 
     /// Adds a property (the closure runs only for a recording span).
@@ -235,7 +237,7 @@ impl Span {
         I: IntoIterator<Item = (K, V)>,
         F: FnOnce() -> I,
     {
-        if let Some(inner) = &mut self.inner {
+        if let Some(inner) = self.inner.as_mut() {
             inner.raw.add_properties(crate::util::properties(properties));
         }
     }
@@ -250,8 +252,9 @@ impl Span {
     /// let root = Span::root("request", SpanContext::random());
     /// root.push_child_spans(spans);
     /// ```
+    #[inline]
     pub fn push_child_spans(&self, local_spans: LocalSpans) {
-        let (Some(inner), Some(spans)) = (&self.inner, local_spans.spans) else {
+        let (Some(inner), Some(spans)) = (self.inner.as_ref(), { local_spans }.spans.take()) else {
             return;
         };
         if spans.is_empty() {
@@ -283,11 +286,11 @@ impl Span {
     /// root.cancel();
     /// ```
     pub fn cancel(&mut self) {
-        if let Some(inner) = &mut self.inner {
+        if let Some(inner) = self.inner.as_mut() {
             if inner.role == Role::Root {
                 inner.role = Role::CancelledRoot;
             } else {
-                self.inner = None;
+                self.inner.take();
             }
         }
     }
@@ -298,7 +301,7 @@ impl Span {
     }
 
     pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
-        if let Some(inner) = &self.inner {
+        if let Some(inner) = self.inner.as_ref() {
             let event = RawSpan::event(inner.raw.id, name, properties);
             inner.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(event);
         }
@@ -308,7 +311,7 @@ impl Span {
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.
         let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::AnyThread.now());
-        Span { inner: Some(SpanInner { raw, targets, role, events: Mutex::new(Vec::new()) }) }
+        Span { inner: recording(Some(SpanInner { raw, targets, role, events: Mutex::new(Vec::new()) })) }
     }
 }
 
@@ -337,11 +340,12 @@ impl Drop for Span {
 #[must_use]
 #[derive(Default)]
 pub struct LocalParentGuard {
-    epoch: Option<u64>,
+    epoch: Recording<u64>,
     _not_send: PhantomData<*const ()>,
 }
 
 impl Drop for LocalParentGuard {
+    #[inline]
     fn drop(&mut self) {
         if let Some(line) = self.epoch.take().and_then(stack::pop_line) {
             line.submit();

@@ -42,14 +42,19 @@ impl SpanContext {
         SpanContext { trace_id, span_id, sampled: true }
     }
 
-    /// A new random trace id with no parent span: the context for a fresh root.
+    /// A new random trace id with no parent span: the context for a fresh
+    /// root. (Without the `enable` feature, where no span records anything,
+    /// the trace id is zero.)
     ///
     /// ```
     /// let context = minitrace::prelude::SpanContext::random();
     /// assert_eq!(context.span_id.0, 0);
     /// ```
+    #[inline]
     pub fn random() -> SpanContext {
-        SpanContext::new(TraceId::random(), SpanId(0))
+        // Without `enable` no span uses it: skip the generator.
+        let trace_id = if crate::ENABLED { TraceId::random() } else { TraceId(0) };
+        SpanContext::new(trace_id, SpanId(0))
     }
 
     /// Sets whether the trace is recorded.

@@ -5,6 +5,7 @@ use crate::collector::target::Target;
 use crate::collector::{SpanContext, SpanRecord};
 use crate::local::raw_span::RawSpan;
 use crate::local::stack;
+use crate::{recording, Recording};
 
 /// Collects the local spans started on this thread while it is alive,
 /// without a parent span: the batch ([`LocalSpans`]) can then be mounted
@@ -27,7 +28,7 @@ use crate::local::stack;
 #[must_use]
 #[derive(Default)]
 pub struct LocalCollector {
-    epoch: Option<u64>,
+    epoch: Recording<u64>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -40,7 +41,7 @@ pub struct LocalCollector {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct LocalSpans {
-    pub(crate) spans: Option<Arc<Vec<RawSpan>>>,
+    pub(crate) spans: Recording<Arc<Vec<RawSpan>>>,
 }
 
 impl LocalCollector {
@@ -50,11 +51,12 @@ impl LocalCollector {
     /// let collector = minitrace::local::LocalCollector::start();
     /// # drop(collector);
     /// ```
+    #[inline]
     pub fn start() -> LocalCollector {
         if !crate::ENABLED {
             return LocalCollector::default();
         }
-        LocalCollector { epoch: stack::push_line(None), _not_send: PhantomData }
+        LocalCollector { epoch: recording(stack::push_line(None)), _not_send: PhantomData }
     }
 
     /// Stops collecting and returns the spans; spans still open are closed now.
@@ -63,14 +65,16 @@ impl LocalCollector {
     /// let spans = minitrace::local::LocalCollector::start().collect();
     /// # let _ = spans;
     /// ```
+    #[inline]
     pub fn collect(mut self) -> LocalSpans {
         let spans = self.epoch.take().and_then(stack::pop_line).map(|line| Arc::new(line.take_spans()));
-        LocalSpans { spans }
+        LocalSpans { spans: recording(spans) }
     }
 }
 
 impl Drop for LocalCollector {
     /// Dropped without `collect`: the spans are discarded.
+    #[inline]
     fn drop(&mut self) {
         if let Some(epoch) = self.epoch.take() {
             drop(stack::pop_line(epoch));
@@ -92,7 +96,7 @@ impl LocalSpans {
     /// assert_eq!(records.len(), 1);
     /// ```
     pub fn to_span_records(&self, parent: SpanContext) -> Vec<SpanRecord> {
-        let Some(spans) = &self.spans else {
+        let Some(spans) = self.spans.as_ref() else {
             return Vec::new();
         };
         let target = Target { trace_id: parent.trace_id, parent_id: parent.span_id, collect_id: 0 };

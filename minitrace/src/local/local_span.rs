@@ -2,6 +2,7 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use crate::local::stack::{self, LocalSpanHandle};
+use crate::{recording, Recording};
 
 /// A span on the current thread's fast path: starting one is a clock read
 /// and a `Vec::push` into the thread's current span line; its parent is the
@@ -24,7 +25,7 @@ use crate::local::stack::{self, LocalSpanHandle};
 #[must_use]
 #[derive(Default)]
 pub struct LocalSpan {
-    handle: Option<LocalSpanHandle>,
+    handle: Recording<LocalSpanHandle>,
     /// Local spans belong to their thread's span stack.
     _not_send: PhantomData<*const ()>,
 }
@@ -40,7 +41,7 @@ impl LocalSpan {
         if !crate::ENABLED {
             return LocalSpan::default();
         }
-        LocalSpan { handle: stack::enter_span(name), _not_send: PhantomData }
+        LocalSpan { handle: recording(stack::enter_span(name)), _not_send: PhantomData }
     }
 
     /// Adds a property to this span. The closure runs only when the span is
@@ -72,7 +73,7 @@ impl LocalSpan {
         I: IntoIterator<Item = (K, V)>,
         F: FnOnce() -> I,
     {
-        if let Some(handle) = self.handle {
+        if let Some(&handle) = self.handle.as_ref() {
             stack::add_properties_to_span(handle, crate::util::properties(properties));
         }
         self

@@ -1,6 +1,8 @@
 //! Small helpers shared by the crate.
 
 pub(crate) mod rand;
+#[cfg_attr(feature = "enable", allow(dead_code))]
+pub(crate) mod recording;
 pub(crate) mod span_buffers;
 #[doc(hidden)]
 pub mod tree;

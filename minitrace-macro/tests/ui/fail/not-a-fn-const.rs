@@ -1,0 +1,6 @@
+use minitrace::prelude::*;
+
+#[trace(name = "limit")]
+const LIMIT: u32 = 1;
+
+fn main() {}

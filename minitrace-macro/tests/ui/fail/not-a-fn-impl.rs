@@ -1,0 +1,12 @@
+use minitrace::prelude::*;
+
+struct Request;
+
+#[trace]
+impl Request {
+    fn id(&self) -> u64 {
+        1
+    }
+}
+
+fn main() {}

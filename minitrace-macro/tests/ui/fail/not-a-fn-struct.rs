@@ -1,0 +1,8 @@
+use minitrace::prelude::*;
+
+#[trace]
+pub struct Request {
+    id: u64,
+}
+
+fn main() {}
