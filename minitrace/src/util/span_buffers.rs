@@ -9,16 +9,24 @@ use std::sync::Mutex;
 
 use crate::local::raw_span::RawSpan;
 
-/// Buffers kept in the shared pool; more are freed. With
-/// [`MAX_KEPT_CAPACITY`], the pool holds at most 16 MiB.
-const POOL_SIZE: usize = 256;
+/// Span slots (64 bytes each) the shared pool keeps in all: 4 MiB. Buffers
+/// beyond that are freed.
+const POOL_CAPACITY: usize = 1 << 16;
+/// A fresh buffer's capacity: enough for a typical request without growing.
+const FRESH_CAPACITY: usize = 16;
 /// Buffers a thread takes from the pool at once, so the pool's lock is
 /// taken once per this many lines.
 const REFILL: usize = 32;
 /// Buffers with more capacity than this are freed rather than kept.
 const MAX_KEPT_CAPACITY: usize = 1024;
 
-static POOL: Mutex<Vec<Vec<RawSpan>>> = Mutex::new(Vec::new());
+static POOL: Mutex<Pool> = Mutex::new(Pool { buffers: Vec::new(), capacity: 0 });
+
+struct Pool {
+    buffers: Vec<Vec<RawSpan>>,
+    /// The sum of the buffers' capacities.
+    capacity: usize,
+}
 
 thread_local! {
     static CACHE: RefCell<Vec<Vec<RawSpan>>> = const { RefCell::new(Vec::new()) };
@@ -31,14 +39,16 @@ pub(crate) fn take() -> Vec<RawSpan> {
             let mut cache = cache.try_borrow_mut().ok()?;
             if cache.is_empty() {
                 let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-                let keep = pool.len().saturating_sub(REFILL);
-                cache.extend(pool.drain(keep..));
+                let keep = pool.buffers.len().saturating_sub(REFILL);
+                let taken: Vec<_> = pool.buffers.drain(keep..).collect();
+                pool.capacity -= taken.iter().map(Vec::capacity).sum::<usize>();
+                cache.extend(taken);
             }
             cache.pop()
         })
         .ok()
         .flatten()
-        .unwrap_or_default()
+        .unwrap_or_else(|| Vec::with_capacity(FRESH_CAPACITY))
 }
 
 /// Keeps an emptied buffer on this thread for its next line.
@@ -60,12 +70,11 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
     }
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     for mut buffer in buffers.drain(..) {
-        if pool.len() >= POOL_SIZE {
-            break;
-        }
-        if buffer.capacity() <= MAX_KEPT_CAPACITY {
+        let capacity = buffer.capacity();
+        if capacity <= MAX_KEPT_CAPACITY && pool.capacity + capacity <= POOL_CAPACITY {
             buffer.clear();
-            pool.push(buffer);
+            pool.capacity += capacity;
+            pool.buffers.push(buffer);
         }
     }
 }
