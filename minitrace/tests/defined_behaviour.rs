@@ -2,15 +2,9 @@
 
 mod common;
 
-use common::{assert_linked, reported, trace, tree};
+use common::{assert_linked, new_root, reported, trace, tree};
 use minitrace::local::{LocalCollector, LocalSpan};
 use minitrace::prelude::*;
-
-fn new_root(name: &'static str) -> (Span, TraceId) {
-    reported();
-    let context = SpanContext::random();
-    (Span::root(name, context), context.trace_id)
-}
 
 /// A panic unwinds through traced code: every span is still closed and
 /// reported, and the panic reaches the caller unchanged.

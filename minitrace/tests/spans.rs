@@ -5,15 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_linked, reported, trace, tree};
+use common::{assert_linked, new_root, reported, trace, tree};
 use minitrace::local::{LocalCollector, LocalSpan};
 use minitrace::prelude::*;
-
-fn new_root(name: &'static str) -> (Span, TraceId) {
-    reported();
-    let context = SpanContext::random();
-    (Span::root(name, context), context.trace_id)
-}
 
 #[test]
 fn local_spans_nest_under_the_local_parent() {

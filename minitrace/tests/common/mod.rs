@@ -8,6 +8,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use minitrace::collector::{Config, SpanRecord, TestReporter, TraceId};
 use minitrace::util::tree::tree_str_from_span_records;
 
+/// A new root in a trace of its own (setting the reporter up if needed).
+pub fn new_root(name: &'static str) -> (minitrace::Span, TraceId) {
+    reported();
+    let context = minitrace::collector::SpanContext::random();
+    (minitrace::Span::root(name, context), context.trace_id)
+}
+
 pub fn reported() -> Arc<Mutex<Vec<SpanRecord>>> {
     static SPANS: OnceLock<Arc<Mutex<Vec<SpanRecord>>>> = OnceLock::new();
     SPANS
