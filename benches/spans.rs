@@ -157,6 +157,7 @@ fn report_losses(_: &mut Criterion) {
     let stats = minitrace::collector::stats();
     let dropped = stats.dropped() as f64 / (stats.spans_reported + stats.dropped()).max(1) as f64;
     eprintln!("this workspace's collector: {stats:?} ({:.4} % dropped)", dropped * 100.0);
+    eprintln!("clock: {:?}", minstant::clock_info());
     assert!(dropped < 0.001, "over 0.1 % of spans were dropped: the comparison would flatter us");
 }
 

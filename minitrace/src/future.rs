@@ -1,6 +1,26 @@
 //! Tracing for futures: [`FutureExt::in_span`] keeps a [`Span`] for the
 //! future's whole life and makes it the local parent while it is polled;
 //! [`FutureExt::enter_on_poll`] records one local span per poll.
+//!
+//! A thread's local parent cannot follow a task that moves between threads
+//! at each `.await`; these adapters travel with the future instead.
+//! `#[trace]` on an `async fn` expands to `in_span`.
+//!
+//! ```
+//! use minitrace::prelude::*;
+//!
+//! async fn handle() {
+//!     // A local span around each poll of the sleep, under "request".
+//!     tokio::time::sleep(std::time::Duration::from_millis(1)).enter_on_poll("sleep").await;
+//! }
+//!
+//! let runtime = tokio::runtime::Builder::new_multi_thread().enable_time().build().unwrap();
+//! let root = Span::root("request", SpanContext::random());
+//! // "request" is the local parent during each poll, on whichever worker
+//! // thread, and ends when the task completes.
+//! let task = runtime.spawn(handle().in_span(root));
+//! runtime.block_on(task).unwrap();
+//! ```
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -55,6 +75,15 @@ pub trait FutureExt: Future + Sized {
 
 pin_project_lite::pin_project! {
     /// A future traced by a [`Span`]; see [`FutureExt::in_span`].
+    ///
+    /// ```
+    /// use minitrace::future::InSpan;
+    /// use minitrace::prelude::*;
+    ///
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let traced: InSpan<_> = async { 42 }.in_span(Span::noop());
+    /// assert_eq!(runtime.block_on(traced), 42);
+    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct InSpan<T> {
         #[pin]
@@ -81,6 +110,15 @@ impl<T: Future> Future for InSpan<T> {
 
 pin_project_lite::pin_project! {
     /// A future with a local span around each poll; see [`FutureExt::enter_on_poll`].
+    ///
+    /// ```
+    /// use minitrace::future::EnterOnPoll;
+    /// use minitrace::prelude::*;
+    ///
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let traced: EnterOnPoll<_> = async { 42 }.enter_on_poll("compute");
+    /// assert_eq!(runtime.block_on(traced), 42);
+    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct EnterOnPoll<T> {
         #[pin]

@@ -2,52 +2,200 @@
 //! service that answers in a microsecond, all the time, and to find the one
 //! slow request in a million that averages hide.
 //!
+//! A **trace** is the timeline of one request: a tree of named, timed
+//! **spans** (parse, query, encode, ...) with properties and events. Spans
+//! are recorded on the traced threads at the cost of a few clock reads and
+//! pushes; everything else (assembling traces, converting timestamps,
+//! sending them to Jaeger or elsewhere) happens on a background thread.
+//!
+//! # Getting started
+//!
+//! An application enables the `enable` feature; libraries depend on
+//! minitrace without it, so that their spans compile to nothing unless the
+//! application that uses them turns tracing on:
+//!
+//! ```toml
+//! [dependencies]
+//! minitrace = { version = "0.6", features = ["enable"] }
+//! ```
+//!
+//! Then: set a reporter once, start a root span for each request and make
+//! it the thread's local parent, trace functions with
+//! [`#[trace]`](macro@trace), and flush before exiting.
+//!
 //! ```
 //! use minitrace::collector::{Config, ConsoleReporter};
 //! use minitrace::prelude::*;
 //!
+//! // A span for every call, named after the function ("parse"), under
+//! // whatever span the caller is in.
+//! #[trace(short_name = true)]
+//! fn parse(input: &str) -> Vec<u64> {
+//!     input.split(',').filter_map(|number| number.trim().parse().ok()).collect()
+//! }
+//!
+//! // Properties are formatted from the arguments, only when recorded.
+//! #[trace(short_name = true, properties = { "numbers": "{numbers:?}" })]
+//! fn sum(numbers: &[u64]) -> u64 {
+//!     numbers.iter().sum()
+//! }
+//!
+//! // Once, at start-up: where finished spans go (here printed to stderr).
 //! minitrace::set_reporter(ConsoleReporter, Config::default());
+//!
+//! // For each request: a root span, the local parent of this thread's spans
+//! // until the guard drops.
 //! {
 //!     let root = Span::root("request", SpanContext::random());
 //!     let _guard = root.set_local_parent();
-//!     let _span = LocalSpan::enter_with_local_parent("parse");
+//!     assert_eq!(sum(&parse("1, 2, 3")), 6);
 //! }
+//!
+//! // Before exiting: wait until everything finished has been reported.
 //! minitrace::flush();
 //! ```
 //!
+//! The repository's `examples/` show more, each runnable with
+//! `cargo run --release --example NAME`: `get_started`, `synchronous`,
+//! `asynchronous` (tokio), `tail_sampling`, `batch_write`, `log_events`,
+//! `test_harness`, `jaeger`, and `trace` (all of these together).
+//!
 //! # Concepts
 //!
-//! - A **[`Span`]** is a named interval with properties. [`Span::root`]
-//!   starts a trace; thread-safe spans can cross threads and `.await`s and
-//!   can have several parents.
-//! - A **[`LocalSpan`](local::LocalSpan)** stays on its thread and costs a
-//!   clock read and a `Vec::push`. Its parent is implicit: the innermost open
-//!   local span, or the **local parent** set with [`Span::set_local_parent`].
-//! - A **[`LocalCollector`](local::LocalCollector)** gathers local spans with
-//!   no parent yet; the batch can be mounted under many spans.
-//! - The **collector** thread receives finished spans through one lock-free
-//!   queue per thread, assembles each trace when its root finishes, and hands
-//!   batches to the **[`Reporter`](collector::Reporter)** set with
-//!   [`set_reporter`], on its own thread.
-//! - **Sampling**: [`Config::report_slow_traces_only`](collector::Config::report_slow_traces_only)
-//!   traces every request but reports only those whose root was slow.
-//! - **Counted loss**: every bound that drops spans counts them; see
-//!   [`collector::stats`].
+//! ## Spans
+//!
+//! A **[`Span`]** is a named interval with properties and events. It is
+//! thread-safe: it can be sent to another thread, held across `.await`s,
+//! and have several parents ([`Span::enter_with_parents`]). [`Span::root`]
+//! starts a trace; [`Span::enter_with_parent`] and
+//! [`Span::enter_with_local_parent`] start children. A span ends when it is
+//! dropped.
+//!
+//! A **[`LocalSpan`](local::LocalSpan)** stays on the thread that started
+//! it and is several times cheaper: most spans of a trace should be local
+//! ones, and `#[trace]` on a sync fn records one.
+//!
+//! ## The local parent
+//!
+//! Local spans do not name their parent: it is the thread's **local
+//! parent**, the innermost open local span, or else the span made the local
+//! parent with [`Span::set_local_parent`] for as long as its guard lives.
+//! This is how spans nest without passing a span through every function:
+//!
+//! ```
+//! use minitrace::collector::{Config, TestReporter};
+//! use minitrace::prelude::*;
+//!
+//! let (reporter, records) = TestReporter::new();
+//! minitrace::set_reporter(reporter, Config::default());
+//! {
+//!     let root = Span::root("request", SpanContext::random());
+//!     let _guard = root.set_local_parent();
+//!     let _query = LocalSpan::enter_with_local_parent("query"); // a child of "request"
+//!     let _fetch = LocalSpan::enter_with_local_parent("fetch"); // a child of "query"
+//! }
+//! minitrace::flush();
+//!
+//! let records = records.lock().unwrap();
+//! let span = |name: &str| records.iter().find(|record| record.name == name).unwrap();
+//! assert_eq!(span("query").parent_id, span("request").span_id);
+//! assert_eq!(span("fetch").parent_id, span("query").span_id);
+//! ```
+//!
+//! Without a local parent, a local span (and `#[trace]`) records nothing,
+//! at the cost of a thread-local read: code can be traced everywhere and is
+//! recorded only when called within a trace.
+//!
+//! Async code cannot keep a local parent across `.await`s, as the task may
+//! resume on another thread. Instead, [`FutureExt::in_span`](future::FutureExt::in_span)
+//! binds a span to a future and makes it the local parent whenever the
+//! future is polled, and [`FutureExt::enter_on_poll`](future::FutureExt::enter_on_poll)
+//! records a local span around each poll. `#[trace]` on an `async fn` uses
+//! `in_span`.
+//!
+//! ## Local collectors: one batch, many parents
+//!
+//! A **[`LocalCollector`](local::LocalCollector)** records local spans that
+//! have no parent yet. The batch it returns can then be mounted under any
+//! number of spans with [`Span::push_child_spans`]: work done once for
+//! several requests (a group commit, a shared cache fill) appears in each
+//! request's trace without being recorded twice.
+//!
+//! ## Properties and events
+//!
+//! Properties are key-value strings on a span ([`Span::with_property`],
+//! [`LocalSpan::with_property`](local::LocalSpan::with_property),
+//! `#[trace(properties = { .. })]`). They are given as closures, run only
+//! when the span is recorded. An **[`Event`]** marks a moment inside a
+//! span, with properties of its own.
+//!
+//! ## The collector and the reporter
+//!
+//! Finished spans travel from each thread through its own lock-free queue
+//! to the **collector**, a background thread started by [`set_reporter`].
+//! The collector wakes every [`report_interval`](collector::Config::report_interval)
+//! (or on [`flush`]), assembles each trace once its root has finished, and
+//! hands the finished [`SpanRecord`](collector::SpanRecord)s, in batches,
+//! to the **[`Reporter`](collector::Reporter)**: [`ConsoleReporter`](collector::ConsoleReporter),
+//! [`TestReporter`](collector::TestReporter), the Jaeger reporter of the
+//! `minitrace-jaeger` crate, or your own. The reporter runs on the
+//! collector thread, so it may block on I/O without slowing the traced
+//! threads. Until a reporter is set, root spans are no-ops.
+//!
+//! ## Sampling
+//!
+//! - **Tail sampling**: [`Config::report_slow_traces_only`](collector::Config::report_slow_traces_only)
+//!   traces every request in full and reports a trace only if its root
+//!   lasted at least a threshold. The decision is made when the root
+//!   finishes, so the slow request is never missed, and fast traces cost
+//!   only their recording.
+//! - **Head sampling**: a root under a context with
+//!   [`sampled(false)`](collector::SpanContext::sampled) is a no-op, and so
+//!   is everything under it; a caller's `traceparent` header carries that
+//!   decision across processes.
+//! - **Cancelling**: [`Span::cancel`] on a root discards its whole trace,
+//!   e.g. a health check found out to be uninteresting.
+//!
+//! ```
+//! use std::time::Duration;
+//! use minitrace::collector::{Config, ConsoleReporter};
+//!
+//! // Report only the requests that took at least 10 ms.
+//! minitrace::set_reporter(ConsoleReporter, Config::default().report_slow_traces_only(Duration::from_millis(10)));
+//! ```
+//!
+//! ## Counted loss
+//!
+//! Memory is bounded: a thread's queue to the collector, and optionally the
+//! spans of one trace ([`Config::max_spans_per_trace`](collector::Config::max_spans_per_trace)).
+//! A span dropped by a bound is never lost silently: [`collector::stats`]
+//! counts every span as reported, sampled out, or dropped, and why.
 //!
 //! # Cost model
 //!
-//! A local span is two clock reads (see `minstant`) and a push into a
-//! recycled buffer; a batch of them costs one push to the thread's queue
-//! when its local parent guard drops. A `Span` is two ordered clock reads
-//! and one push to the queue when it ends, with no allocation. Assembling
-//! traces and building [`SpanRecord`](collector::SpanRecord)s happen on the
-//! collector thread. Without a reporter, roots are no-ops and so are their
-//! descendants.
+//! What the traced thread pays, per operation:
+//!
+//! | operation | cost on the traced thread |
+//! |---|---|
+//! | local span (`LocalSpan`, `#[trace]` on a sync fn) | two clock reads of the cheaper, unordered kind (`RDTSC` where the TSC is usable; see `minstant::Instant::now_unordered`) and a push into the thread's recycled span buffer; no lock, no atomic |
+//! | local parent guard dropped | one push of the whole batch of local spans into the thread's queue |
+//! | `Span` (`#[trace]` on an async fn, `in_span`) | two ordered clock reads (`RDTSCP`) and one push into the thread's queue when it ends; no allocation |
+//! | property | the closure's strings (a `&'static str` allocates nothing) |
+//! | span without a local parent | a thread-local read; nothing is recorded |
+//! | root span before `set_reporter` | a relaxed atomic load and a counter increment; nothing is recorded |
+//! | anything, without the `enable` feature | nothing: every call compiles to a no-op |
+//!
+//! Span buffers are recycled, and timestamps stay in clock ticks until the
+//! collector converts them. Assembling traces, building the records and
+//! running the reporter use the collector's thread, which is a cost too
+//! (one core's share while spans flow), but never a pause on a traced
+//! thread. The repository's benchmarks measure both, beside the peers.
 //!
 //! # The `enable` feature
 //!
-//! Without it, every call in this crate compiles to nothing. Libraries
-//! depend on minitrace without it; the application enables it.
+//! Without it, every call in this crate compiles to nothing: spans are
+//! zero-sized, closures never run, and the optimiser removes the rest.
+//! Libraries depend on minitrace without it; the application enables it.
 
 #![deny(missing_docs)]
 

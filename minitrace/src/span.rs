@@ -310,7 +310,9 @@ impl Span {
     #[inline]
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.
-        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::AnyThread.now());
+        // The cheap read is enough for the start: read early, it only lengthens
+        // the span; the end, possibly on another thread, is an ordered read.
+        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::SameThread.now());
         Span { inner: recording(Some(SpanInner { raw, targets, role, events: Mutex::new(Vec::new()) })) }
     }
 }

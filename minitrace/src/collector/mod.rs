@@ -1,6 +1,32 @@
 //! The thread-safe path from finished spans to a [`Reporter`]: ids and
 //! contexts, the per-thread queues, the collector thread that assembles
 //! traces, and the reporters.
+//!
+//! A reporter and its [`Config`] are set once with
+//! [`set_reporter`](crate::set_reporter); the collector thread then hands
+//! it the [`SpanRecord`]s of finished traces, and [`stats`] tells what
+//! became of every span.
+//!
+//! ```
+//! use minitrace::collector::{Config, Reporter, SpanRecord};
+//! use minitrace::prelude::*;
+//!
+//! /// Prints one line per span.
+//! struct LinePrinter;
+//!
+//! impl Reporter for LinePrinter {
+//!     fn report(&mut self, spans: &[SpanRecord]) {
+//!         for span in spans {
+//!             println!("{} {} {} ns", span.trace_id, span.name, span.duration_ns);
+//!         }
+//!     }
+//! }
+//!
+//! minitrace::set_reporter(LinePrinter, Config::default());
+//! drop(Span::root("request", SpanContext::random()));
+//! minitrace::flush();
+//! assert_eq!(minitrace::collector::stats().spans_reported, 1);
+//! ```
 
 pub(crate) mod assemble;
 mod config;

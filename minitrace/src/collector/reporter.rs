@@ -24,6 +24,22 @@ pub trait Reporter: Send + 'static {
     /// Delivers one batch. The spans of one trace may arrive over several
     /// batches (with `report_before_root_finish`, or when children finish
     /// after their root).
+    ///
+    /// ```
+    /// use minitrace::collector::{Reporter, SpanRecord};
+    ///
+    /// struct Names(Vec<String>);
+    ///
+    /// impl Reporter for Names {
+    ///     fn report(&mut self, spans: &[SpanRecord]) {
+    ///         self.0.extend(spans.iter().map(|span| span.name.to_string()));
+    ///     }
+    /// }
+    ///
+    /// let mut reporter = Names(Vec::new());
+    /// reporter.report(&[SpanRecord { name: "query".into(), ..Default::default() }]);
+    /// assert_eq!(reporter.0, ["query"]);
+    /// ```
     fn report(&mut self, spans: &[SpanRecord]);
 }
 

@@ -2,6 +2,26 @@
 //! thread's span line, batches of them gathered by [`LocalCollector`], and
 //! the [`LocalParentGuard`] that makes a [`Span`](crate::Span) the parent of
 //! local spans.
+//!
+//! ```
+//! use minitrace::local::{LocalCollector, LocalSpan};
+//! use minitrace::prelude::*;
+//!
+//! // Under a span made the local parent...
+//! let root = Span::root("request", SpanContext::random());
+//! {
+//!     let _guard = root.set_local_parent();
+//!     let _step = LocalSpan::enter_with_local_parent("step");
+//! } // the guard sends the batch of local spans on its way
+//!
+//! // ...or gathered without a parent, to be mounted later.
+//! let collector = LocalCollector::start();
+//! {
+//!     let _step = LocalSpan::enter_with_local_parent("shared step");
+//! }
+//! let spans = collector.collect();
+//! root.push_child_spans(spans);
+//! ```
 
 mod local_collector;
 mod local_span;

@@ -67,10 +67,12 @@ impl RawSpan {
 /// Which clock reading a span's ends use.
 #[derive(Clone, Copy)]
 pub(crate) enum Clock {
-    /// Both ends are read on the same thread (local spans): the cheaper,
-    /// thread-ordered reading is enough.
+    /// The cheaper reading, ordered only within the thread: for both ends
+    /// of a local span, and for the start of any span (a start read early
+    /// only lengthens the span).
     SameThread,
-    /// The ends may be read on different threads (`Span`): ordered reads.
+    /// The ordered reading: for the end of a `Span`, which may be on another
+    /// thread than its start.
     AnyThread,
 }
 

@@ -1,4 +1,12 @@
-//! Small helpers shared by the crate.
+//! Small helpers shared by the crate; the public one renders span records
+//! as a tree, for tests.
+//!
+//! ```
+//! use minitrace::collector::{SpanId, SpanRecord};
+//!
+//! let records = vec![SpanRecord { span_id: SpanId(1), name: "root".into(), ..Default::default() }];
+//! assert_eq!(minitrace::util::tree::tree_str_from_span_records(records), "\nroot []\n");
+//! ```
 
 pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]
