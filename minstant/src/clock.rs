@@ -8,6 +8,15 @@ use crate::monotonic;
 use crate::tsc::TscClock;
 
 /// The time source behind [`Instant::now`](crate::Instant::now).
+///
+/// ```
+/// use minstant::ClockSource;
+///
+/// match minstant::clock_info().source {
+///     ClockSource::Tsc => println!("reading the CPU's time-stamp counter"),
+///     ClockSource::Monotonic => println!("reading CLOCK_MONOTONIC"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockSource {
     /// The CPU's time-stamp counter, read with `RDTSCP` and corrected for

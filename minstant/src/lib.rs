@@ -10,6 +10,53 @@
 //! println!("summed to {sum} in {spent:?} using {:?}", minstant::clock_info().source);
 //! ```
 //!
+//! # Concepts
+//!
+//! - An **[`Instant`]** is a reading of the clock, used as
+//!   `std::time::Instant` is: [`elapsed`](Instant::elapsed),
+//!   [`duration_since`](Instant::duration_since), `+`/`-` with a
+//!   [`Duration`](std::time::Duration), comparisons. Its arithmetic never
+//!   panics.
+//! - **Ordered and unordered readings**: [`Instant::now`] is ordered with
+//!   every other thread's readings; [`Instant::now_unordered`] is cheaper
+//!   and only good for timing an interval on one thread.
+//! - An **[`Anchor`]** pairs one reading with the wall clock, to turn
+//!   readings into unix timestamps ([`Instant::as_unix_nanos`]) on one
+//!   consistent time line: this is how a tracer records cheap readings and
+//!   converts them to timestamps later, elsewhere.
+//! - **[`clock_info`]** tells which [`ClockSource`] was chosen at start-up,
+//!   and why the TSC was not, if it was not.
+//! - **[`Atomic`]** (feature `atomic`) holds an `Instant` that threads update
+//!   in place.
+//!
+//! ```
+//! use minstant::{Anchor, Instant};
+//!
+//! let anchor = Anchor::new(); // once, e.g. when a batch of readings is converted
+//! let begin = Instant::now_unordered();
+//! let work: u64 = (0..1_000).sum();
+//! let end = Instant::now_unordered();
+//! println!(
+//!     "began at {} ns since the epoch, took {:?} (sum {work})",
+//!     begin.as_unix_nanos(&anchor),
+//!     end.duration_since(begin)
+//! );
+//! ```
+//!
+//! # Cost model
+//!
+//! | call | cost |
+//! |---|---|
+//! | [`Instant::now`] on the TSC | one `RDTSCP` and a lookup in a small per-core table |
+//! | [`Instant::now_unordered`] on the TSC | one `RDTSC` (or as `now`, where cores' counters are not in step) |
+//! | either, on the fallback | a `clock_gettime(CLOCK_MONOTONIC)` call, as `std::time::Instant::now` makes (`CLOCK_MONOTONIC_COARSE` with the feature `fallback-coarse`) |
+//! | [`elapsed`](Instant::elapsed), [`as_unix_nanos`](Instant::as_unix_nanos) | a reading (for `elapsed`) and one fixed-point multiplication from ticks to nanoseconds |
+//! | the first reading in the process | detection and calibration, about 2–3 ms, once |
+//!
+//! `cargo run --release --example clock` in this crate's repository prints
+//! the chosen source and what a reading costs on your machine, beside
+//! `std::time::Instant`.
+//!
 //! # How it works
 //!
 //! [`Instant::now`] is one `RDTSCP` instruction, which reads the counter *and*
@@ -40,7 +87,8 @@
 //!
 //! Calibration takes about 2.5 ms on two cores, plus a few hundred
 //! microseconds per further core; on a machine so loaded that the helpers
-//! cannot run for 500 ms it gives up and the OS clock is used.
+//! cannot run for 2 s it gives up and the OS clock is used; on a
+//! busy one it settles for fewer round trips (looser, still valid bounds).
 //!
 //! A core that comes online after calibration has no measured offset: a
 //! reading taken there reads the OS clock and maps it onto the tick time

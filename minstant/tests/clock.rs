@@ -10,6 +10,14 @@ use std::time::{Duration, Instant as StdInstant};
 
 use minstant::{Atomic, ClockSource, Instant};
 
+/// Tests that keep cores busy, or calibrate in a child process, take turns:
+/// a child's calibration must not compete with this process's spinning.
+static BUSY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    BUSY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Moves the calling (test) thread to the next allowed cpu, so that readings
 /// come from different cores' counters.
 fn hop_cpu(step: usize) {
@@ -120,16 +128,19 @@ fn drift_ppm(window: Duration) -> f64 {
 
 #[test]
 fn never_goes_backwards_within_a_thread() {
+    let _turn = take_turn();
     check_monotonic_within_a_thread(2_000_000, Instant::now);
 }
 
 #[test]
 fn unordered_readings_never_go_backwards_within_a_thread() {
+    let _turn = take_turn();
     check_monotonic_within_a_thread(2_000_000, Instant::now_unordered);
 }
 
 #[test]
 fn causal_across_threads_that_move_between_cores() {
+    let _turn = take_turn();
     assert_eq!(count_causality_violations(Duration::from_millis(1_500)), 0);
 }
 
@@ -163,6 +174,7 @@ fn reports_its_source_consistently() {
 /// must have ended up with.
 #[test]
 fn child_checks() {
+    let _turn = take_turn();
     let info = minstant::clock_info();
     if let Ok(expected) = std::env::var("EXPECT_SOURCE") {
         assert_eq!(format!("{:?}", info.source), expected, "{info:?}");
@@ -200,6 +212,7 @@ fn run_child_checks(mut command: Command) {
 
 #[test]
 fn forced_fallback_keeps_every_promise() {
+    let _turn = take_turn();
     let mut child = Command::new(std::env::current_exe().unwrap());
     child.env("MINSTANT_CLOCK", "monotonic").env("EXPECT_SOURCE", "Monotonic");
     run_child_checks(child);
@@ -208,6 +221,7 @@ fn forced_fallback_keeps_every_promise() {
 #[cfg(target_os = "linux")]
 #[test]
 fn calibrates_with_a_single_allowed_core() {
+    let _turn = take_turn();
     let mut child = Command::new("taskset");
     child.args(["-c", "0"]).arg(std::env::current_exe().unwrap());
     if minstant::is_tsc_available() {

@@ -33,9 +33,17 @@ const RATE_WINDOW: Duration = Duration::from_millis(2);
 /// Round trips per core per pass. The minimum over them is what counts, so a
 /// few hundred are plenty even when the helpers are briefly preempted.
 const ROUND_TRIPS: u64 = 200;
+/// On a busy machine a pass moves on after this long, once it has at least
+/// [`MIN_ROUND_TRIPS`]: fewer round trips only give looser (still valid)
+/// bounds, where waiting would delay the first reading or fail it.
+const CORE_BUDGET: Duration = Duration::from_millis(10);
+const MIN_ROUND_TRIPS: u64 = 4;
+/// Sent instead of a reading to end a core's round trips (no counter reads
+/// `u64::MAX`).
+const END_OF_CORE: u64 = u64::MAX;
 /// Calibration gives up (and the clock falls back) past this, e.g. when the
 /// machine is so overloaded that the helpers cannot run side by side.
-const DEADLINE: Duration = Duration::from_millis(500);
+const DEADLINE: Duration = Duration::from_secs(2);
 
 /// The outcome of a successful calibration.
 #[derive(Debug)]
@@ -250,7 +258,11 @@ fn run_reference(
         }
         for _ in others {
             let mut backward_min = i64::MAX;
-            for _ in 0..ROUND_TRIPS {
+            let budget_end = StdInstant::now() + CORE_BUDGET;
+            for round_trip in 0..ROUND_TRIPS {
+                if round_trip >= MIN_ROUND_TRIPS && StdInstant::now() > budget_end {
+                    break;
+                }
                 seq += 1;
                 let (sent, on) = tsc::read();
                 shared.ping.send(seq, sent);
@@ -261,6 +273,8 @@ fn run_reference(
                 }
                 backward_min = backward_min.min(received.wrapping_sub(roamer_reading) as i64);
             }
+            seq += 1;
+            shared.ping.send(seq, END_OF_CORE);
             backward.push(backward_min);
         }
     }
@@ -281,9 +295,12 @@ fn run_roamer(shared: &Shared, others: &[usize], deadline: StdInstant) -> Result
         for &cpu in others {
             affinity::pin_current_thread(cpu).map_err(fail)?;
             let mut forward_min = i64::MAX;
-            for _ in 0..ROUND_TRIPS {
+            loop {
                 seq += 1;
                 let reference_reading = shared.ping.receive(seq, &shared.abort, deadline)?;
+                if reference_reading == END_OF_CORE {
+                    break;
+                }
                 let (received, on) = tsc::read();
                 let (sent, on_after) = tsc::read();
                 shared.pong.send(seq, sent);
