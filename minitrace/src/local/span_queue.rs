@@ -34,6 +34,7 @@ impl SpanQueue {
         SpanQueue { spans, current: None, id_base: SpanId::random().0 }
     }
 
+    #[inline]
     fn next_id(&self) -> SpanId {
         match self.id_base.wrapping_add(self.spans.len() as u64) {
             0 => SpanId(1),
@@ -66,6 +67,7 @@ impl SpanQueue {
         self.current = slot.parent;
     }
 
+    #[inline]
     pub(crate) fn current_parent_id(&self) -> SpanId {
         self.current.map_or(LINE_PARENT, |index| self.spans[index].id)
     }
