@@ -7,6 +7,10 @@
 //! goes to "disk"); the collector is configured to report only traces whose
 //! root took at least 200 µs, so only those are printed, while the counters
 //! at the end show how many fast ones were traced and not reported.
+//!
+//! The steps of a request are plain fns with `#[trace]`; the spans that
+//! `#[trace]` cannot express (a root per request, one span with several
+//! parents, a batch mounted under several requests) are written by hand.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -72,31 +76,39 @@ fn print_tree(span: &SpanRecord, all: &[&SpanRecord], start: u64, depth: usize) 
 type Store = Arc<Mutex<HashMap<u64, u64>>>;
 
 /// A synchronous request handled on a worker thread: parse, look up (with
-/// an occasional slow miss), encode. Local spans: a push each.
+/// an occasional slow miss), encode. The steps are `#[trace]` fns: each call
+/// records a local span (a push each) under the request's root.
 fn handle_get(store: &Store, key: u64) -> u64 {
     let root = Span::root("kv::get", SpanContext::random()).with_property(|| ("key", key.to_string()));
     let _guard = root.set_local_parent();
-    {
-        let _span = LocalSpan::enter_with_local_parent("parse");
-        busy_work(200);
-    }
-    let value = {
-        let _span = LocalSpan::enter_with_local_parent("lookup");
-        let cached = store.lock().unwrap().get(&key).copied();
-        match cached {
-            Some(value) => value,
-            None => {
-                let _span = LocalSpan::enter_with_local_parent("read from disk");
-                Event::add_to_local_parent("cache miss", || [("key".into(), key.to_string().into())]);
-                std::thread::sleep(Duration::from_micros(300));
-                store.lock().unwrap().insert(key, key * 2);
-                key * 2
-            }
-        }
-    };
-    let _span = LocalSpan::enter_with_local_parent("encode");
-    busy_work(100);
+    parse();
+    let value = lookup(store, key);
+    encode();
     value
+}
+
+#[trace(short_name = true)]
+fn parse() {
+    busy_work(200);
+}
+
+#[trace(short_name = true)]
+fn lookup(store: &Store, key: u64) -> u64 {
+    let cached = store.lock().unwrap().get(&key).copied();
+    cached.unwrap_or_else(|| read_from_disk(store, key))
+}
+
+#[trace(name = "read from disk")]
+fn read_from_disk(store: &Store, key: u64) -> u64 {
+    Event::add_to_local_parent("cache miss", || [("key".into(), key.to_string().into())]);
+    std::thread::sleep(Duration::from_micros(300));
+    store.lock().unwrap().insert(key, key * 2);
+    key * 2
+}
+
+#[trace(short_name = true)]
+fn encode() {
+    busy_work(100);
 }
 
 /// An asynchronous batch write: the request's span follows the task across
@@ -107,21 +119,30 @@ async fn handle_batch_put(keys: Vec<u64>) {
         .iter()
         .map(|key| Span::root("kv::put", SpanContext::random()).with_property(|| ("key", key.to_string())))
         .collect();
+    // One span with every request as its parent: written by hand, as
+    // `#[trace]` gives a span a single parent, the caller's.
     tokio::time::sleep(Duration::from_micros(100))
         .in_span(Span::enter_with_parents("wait for batch", &roots))
         .await;
     let collector = LocalCollector::start();
-    {
-        let _span = LocalSpan::enter_with_local_parent("write batch")
-            .with_property(|| ("keys", keys.len().to_string()));
-        std::thread::sleep(Duration::from_micros(250));
-        let _fsync = LocalSpan::enter_with_local_parent("fsync");
-    }
+    write_batch(&keys);
     let batch = collector.collect();
     for root in &roots {
         root.push_child_spans(batch.clone());
     }
 }
+
+/// Recorded by the `LocalCollector` (which has no parent span): the spans
+/// are mounted under the requests afterwards.
+#[trace(name = "write batch")]
+fn write_batch(keys: &[u64]) {
+    LocalSpan::add_property(|| ("keys", keys.len().to_string()));
+    std::thread::sleep(Duration::from_micros(250));
+    fsync();
+}
+
+#[trace(short_name = true)]
+fn fsync() {}
 
 fn main() {
     minitrace::set_reporter(

@@ -1,27 +1,69 @@
-//! A [Jaeger](https://www.jaegertracing.io/) reporter for `minitrace`.
+//! A [Jaeger](https://www.jaegertracing.io/) reporter for `minitrace`: it
+//! sends the traces that minitrace's collector assembles to a Jaeger agent
+//! (UDP) or collector (HTTP), where they can be searched and viewed as
+//! timelines.
 //!
-//! ```no_run
-//! use std::net::SocketAddr;
+//! ```
+//! use std::net::UdpSocket;
+//! use std::time::Duration;
 //!
 //! use minitrace::collector::Config;
 //! use minitrace::prelude::*;
 //! use minitrace_jaeger::JaegerReporter;
 //!
-//! // Spans go to a Jaeger agent over UDP, Thrift Compact protocol...
-//! let agent: SocketAddr = "127.0.0.1:6831".parse().unwrap();
-//! let reporter = JaegerReporter::new(agent, "checkout").unwrap();
-//! // ...or to a Jaeger collector over HTTP, Thrift Binary protocol, without UDP's losses:
-//! // let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "checkout");
-//! minitrace::set_reporter(reporter, Config::default());
+//! // A socket that stands in for a Jaeger agent (usually 127.0.0.1:6831).
+//! let agent = UdpSocket::bind("127.0.0.1:0").unwrap();
+//! agent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
 //!
+//! let reporter = JaegerReporter::new(agent.local_addr().unwrap(), "checkout").unwrap();
+//! let stats = reporter.stats();
+//! minitrace::set_reporter(reporter, Config::default());
 //! {
 //!     let root = Span::root("request", SpanContext::random());
 //!     let _guard = root.set_local_parent();
-//!     let _child = LocalSpan::enter_with_local_parent("query").with_property(|| ("table", "orders"));
+//!     let _query = LocalSpan::enter_with_local_parent("query").with_property(|| ("table", "orders"));
 //! }
-//!
 //! minitrace::flush();
+//!
+//! // The trace's two spans went out in one datagram.
+//! let mut datagram = vec![0; 65_536];
+//! let bytes = agent.recv(&mut datagram).unwrap();
+//! assert_eq!(stats.get().spans_sent, 2);
+//! assert_eq!(stats.get().bytes_sent, bytes as u64);
 //! ```
+//!
+//! Against a real Jaeger, only the address changes; or report over HTTP to
+//! its collector, where no span is lost unseen:
+//!
+//! ```no_run
+//! use minitrace::collector::Config;
+//! use minitrace_jaeger::JaegerReporter;
+//!
+//! // To the agent over UDP, in Thrift Compact protocol...
+//! let reporter = JaegerReporter::new("127.0.0.1:6831".parse().unwrap(), "checkout").unwrap();
+//! // ...or to the collector over HTTP, in Thrift Binary protocol.
+//! let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "checkout");
+//! minitrace::set_reporter(reporter, Config::default());
+//! ```
+//!
+//! # Viewing traces
+//!
+//! In this crate's repository, `bash scripts/jaeger.sh` starts a Jaeger
+//! all-in-one on 127.0.0.1 (building it with `go install` on first use), and
+//! `cargo run --release --example jaeger` sends it a trace and prints its
+//! address in the Jaeger UI, at <http://127.0.0.1:16686>. Any Jaeger with the
+//! agent's UDP port 6831 or the collector's HTTP port 14268 open will do.
+//!
+//! # How it fits in minitrace
+//!
+//! A reporter receives finished traces from minitrace's collector thread
+//! (see `minitrace::collector::Reporter`): encoding spans to Thrift and
+//! sending them happen there, never on a traced thread, and a slow or dead
+//! Jaeger slows only that thread (every operation has a timeout). Spans are
+//! sent as they are reported, in batches of one or more messages, so
+//! minitrace's sampling applies before anything is encoded: with
+//! `Config::report_slow_traces_only`, only the slow traces are sent to
+//! Jaeger, and the fast ones cost nothing here.
 //!
 //! # What is sent
 //!
@@ -93,12 +135,47 @@ use crate::model::{ClientStats, Encoder, Process, TRUNCATED_TAG};
 use crate::thrift::{Binary, Compact};
 
 /// The largest UDP datagram sent by default, as in Jaeger's own clients.
+///
+/// ```
+/// use minitrace_jaeger::{JaegerReporter, DEFAULT_MAX_DATAGRAM_SIZE};
+///
+/// // Halve the datagrams, e.g. for an agent with a small receive buffer.
+/// let reporter = JaegerReporter::new("127.0.0.1:6831".parse().unwrap(), "my-service")
+///     .unwrap()
+///     .with_max_message_size(DEFAULT_MAX_DATAGRAM_SIZE / 2);
+/// # drop(reporter);
+/// ```
 pub const DEFAULT_MAX_DATAGRAM_SIZE: usize = 65_000;
 /// The largest HTTP request body sent by default.
+///
+/// ```
+/// use minitrace_jaeger::{JaegerReporter, DEFAULT_MAX_REQUEST_SIZE};
+///
+/// // Larger requests, for fewer round trips with big traces.
+/// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+///     .with_max_message_size(4 * DEFAULT_MAX_REQUEST_SIZE);
+/// # drop(reporter);
+/// ```
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 * 1024 * 1024;
 /// The default timeout of each socket operation.
+///
+/// ```
+/// use minitrace_jaeger::{JaegerReporter, DEFAULT_TIMEOUT};
+///
+/// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+///     .with_timeout(DEFAULT_TIMEOUT * 5);
+/// # drop(reporter);
+/// ```
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default shortest time between two error messages on standard error.
+///
+/// ```
+/// use minitrace_jaeger::{JaegerReporter, DEFAULT_ERROR_INTERVAL};
+///
+/// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+///     .with_error_interval(DEFAULT_ERROR_INTERVAL * 6);
+/// # drop(reporter);
+/// ```
 pub const DEFAULT_ERROR_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Reports spans to Jaeger: to an agent over UDP ([`new`](JaegerReporter::new))

@@ -39,16 +39,45 @@
 //! );
 //! ```
 //!
-//! Without minitrace's `enable` feature, every span call in the expansion
-//! returns a no-op at once (the core checks a constant first) and no
-//! property is formatted, so libraries can trace their fns and leave the
-//! choice to the application.
+//! # Concepts
+//!
+//! - **Which span.** A sync fn gets a [`LocalSpan`] for the call: the
+//!   cheapest kind, two clock reads and a push, on the calling thread. An
+//!   `async fn` (or a fn returning `impl Future`) gets a thread-safe [`Span`]
+//!   bound to its future with [`in_span`]: the span lasts until the future
+//!   completes, and is the local parent whenever the future is polled,
+//!   across `.await`s and thread moves. See [`#[trace]`](macro@trace) for
+//!   every kind of fn.
+//! - **Which parent.** The span's parent is the caller's *local parent*:
+//!   the innermost open local span, or the span made the local parent with
+//!   [`Span::set_local_parent`] (usually a request's root span). A traced fn
+//!   called outside any trace records nothing, formats no property and
+//!   allocates nothing, so fns can be traced wherever they are, and show up
+//!   only in the traces of the requests that call them.
+//! - **Which name.** The fn's full path by default (`my_crate::db::query`),
+//!   the fn's own name with `short_name = true`, or any `name = ".."`.
+//! - **Properties.** `properties = { "key": "{argument}" }` are format
+//!   strings over the arguments, formatted only when the span is recorded.
+//! - **Cost.** Exactly the hand-written equivalent shown in
+//!   [`#[trace]`](macro@trace): the macro adds no work of its own. Without
+//!   minitrace's `enable` feature, every span call in the expansion returns
+//!   a no-op at once (the core checks a constant first) and no property is
+//!   formatted, so libraries can trace their fns and leave the choice to
+//!   the application.
+//! - **Roots.** A trace starts with a root span, which has no local parent
+//!   to attach to: create it by hand with [`Span::root`] where a request
+//!   arrives, and let `#[trace]` record the fns it calls.
 //!
 //! The expansion names items by absolute paths (`::minitrace::..`): the
 //! crate using the attributes needs `minitrace` as a dependency under that
 //! name, and no imports.
 //!
 //! [minitrace]: https://docs.rs/minitrace/0.6
+//! [`Span`]: https://docs.rs/minitrace/0.6/minitrace/struct.Span.html
+//! [`Span::root`]: https://docs.rs/minitrace/0.6/minitrace/struct.Span.html#method.root
+//! [`Span::set_local_parent`]: https://docs.rs/minitrace/0.6/minitrace/struct.Span.html#method.set_local_parent
+//! [`LocalSpan`]: https://docs.rs/minitrace/0.6/minitrace/local/struct.LocalSpan.html
+//! [`in_span`]: https://docs.rs/minitrace/0.6/minitrace/future/trait.FutureExt.html#method.in_span
 
 mod expand;
 mod format;

@@ -179,17 +179,17 @@
 //! |---|---|
 //! | local span (`LocalSpan`, `#[trace]` on a sync fn) | two clock reads of the cheaper, unordered kind (`RDTSC` where the TSC is usable; see `minstant::Instant::now_unordered`) and a push into the thread's recycled span buffer; no lock, no atomic |
 //! | local parent guard dropped | one push of the whole batch of local spans into the thread's queue |
-//! | `Span` (`#[trace]` on an async fn, `in_span`) | two ordered clock reads (`RDTSCP`) and one push into the thread's queue when it ends; no allocation |
-//! | property | the closure's strings (a `&'static str` allocates nothing) |
+//! | `Span` (`#[trace]` on an async fn, `in_span`) | a cheap clock read at the start and an ordered one (`RDTSCP`) at the end, which may be on another thread, then one push into the ending thread's queue; no allocation |
+//! | property | running the closure, and a small vector on the first property of a span (`&'static str` keys and values are not copied) |
 //! | span without a local parent | a thread-local read; nothing is recorded |
 //! | root span before `set_reporter` | a relaxed atomic load and a counter increment; nothing is recorded |
 //! | anything, without the `enable` feature | nothing: every call compiles to a no-op |
 //!
 //! Span buffers are recycled, and timestamps stay in clock ticks until the
 //! collector converts them. Assembling traces, building the records and
-//! running the reporter use the collector's thread, which is a cost too
-//! (one core's share while spans flow), but never a pause on a traced
-//! thread. The repository's benchmarks measure both, beside the peers.
+//! running the reporter happen on the collector's thread: CPU time all the
+//! same (the repository's benchmarks charge it to the library, beside its
+//! peers), but never a pause on a traced thread.
 //!
 //! # The `enable` feature
 //!

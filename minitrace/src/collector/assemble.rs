@@ -512,7 +512,9 @@ fn prefetch(spans: &[RawSpan]) {
         // program state; the address is that of a live span.
         #[allow(unused_unsafe)] // a safe function in newer compilers
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((span as *const RawSpan).cast())
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (span as *const RawSpan).cast(),
+            )
         };
     }
     #[cfg(not(target_arch = "x86_64"))]

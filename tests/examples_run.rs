@@ -1,0 +1,221 @@
+//! Runs every example (except `jaeger`, which needs a Jaeger and has the
+//! Jaeger end-to-end tests of `minitrace-jaeger` instead) and checks that
+//! it exits successfully, in time, with the output it is meant to show.
+//!
+//! The examples are not built here: `cargo test` builds every example of
+//! the package, in the same profile as this test, into `examples/` beside
+//! the `deps/` directory that holds this test's executable. That is where
+//! they are run from, so `cargo test` and `cargo test --release` each run
+//! their own build. A test run filtered to this file alone (`--test
+//! examples_run`) does not build the examples: a missing or out-of-date
+//! example binary fails the test with a hint rather than running stale code.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Examples that this test does not run, and why.
+const NOT_RUN: &[(&str, &str)] = &[("jaeger", "needs a running Jaeger (see minitrace-jaeger's e2e tests)")];
+
+/// Each example should finish in well under 10 s; this is the limit for a
+/// busy machine.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Output {
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    fn assert_stdout_has(&self, expected: &str) -> &Self {
+        assert!(self.stdout.contains(expected), "stdout lacks {expected:?}:\n{}", self.stdout);
+        self
+    }
+
+    fn assert_stderr_has(&self, expected: &str) -> &Self {
+        assert!(self.stderr.contains(expected), "stderr lacks {expected:?}:\n{}", self.stderr);
+        self
+    }
+}
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>/examples`, beside the `deps/` directory this test runs from.
+fn examples_dir() -> PathBuf {
+    let test_exe = std::env::current_exe().expect("the test's own path");
+    let deps = test_exe.parent().expect("the test's directory");
+    deps.parent().expect("the profile's directory").join("examples")
+}
+
+fn modified(path: &Path) -> SystemTime {
+    std::fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The example's binary, checked to exist and to be newer than its sources.
+fn example_binary(name: &str) -> PathBuf {
+    let binary = examples_dir().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let hint = "examples are built by a `cargo test` run without target filters, or by \
+                `cargo build --examples` (add `--release` for `cargo test --release`)";
+    assert!(binary.exists(), "{} is missing: {hint}", binary.display());
+    let built = modified(&binary);
+    let mut sources = vec![manifest_dir().join("examples").join(format!("{name}.rs"))];
+    let support = manifest_dir().join("examples/support/mod.rs");
+    if support.exists() {
+        sources.push(support);
+    }
+    for source in sources {
+        assert!(
+            modified(&source) <= built,
+            "{} is older than {}: {hint}",
+            binary.display(),
+            source.display()
+        );
+    }
+    binary
+}
+
+/// Runs the example to completion and checks that it succeeded.
+fn run(name: &str) -> Output {
+    let binary = example_binary(name);
+    let mut child = Command::new(&binary)
+        .current_dir(manifest_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+
+    // Read both pipes while the example runs, so that it never blocks on a
+    // full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the example's status") {
+            break Some(status);
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = Output { stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
+    let report = format!("--- stdout:\n{}\n--- stderr:\n{}", output.stdout, output.stderr);
+    match status {
+        None => panic!("example {name} did not finish within {TIMEOUT:?}\n{report}"),
+        Some(status) if !status.success() => panic!("example {name} failed: {status}\n{report}"),
+        Some(_) => {
+            println!("example {name} ran in {:?}", start.elapsed());
+            output
+        }
+    }
+}
+
+/// Every example is either run by a test below or listed in [`NOT_RUN`].
+#[test]
+fn every_example_is_covered() {
+    let this_file = std::fs::read_to_string(manifest_dir().join("tests/examples_run.rs")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(manifest_dir().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|extension| extension == "rs") {
+            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+            let covered = this_file.contains(&format!("run(\"{name}\")"))
+                || NOT_RUN.iter().any(|(skipped, _)| *skipped == name);
+            if !covered {
+                missing.push(name);
+            }
+        }
+    }
+    assert!(missing.is_empty(), "examples neither run nor listed in NOT_RUN: {missing:?}");
+}
+
+#[test]
+fn get_started() {
+    run("get_started").assert_stdout_has("total = 10").assert_stderr_has("name: \"get_started::parse\"");
+}
+
+#[test]
+fn synchronous() {
+    run("synchronous")
+        .assert_stdout_has("check_stock item=xylophone")
+        .assert_stdout_has("* backordered item=xylophone")
+        .assert_stdout_has("handled 2 orders (totals [900, 1800]); printed 2 traces");
+}
+
+#[test]
+fn asynchronous() {
+    run("asynchronous")
+        .assert_stdout_has("fetch_user user=1")
+        .assert_stdout_has("poll warm_cache")
+        .assert_stdout_has("served [\"USER 1\", \"USER 2\"]; printed 2 traces");
+}
+
+#[test]
+fn tail_sampling() {
+    let output = run("tail_sampling");
+    output
+        .assert_stdout_has("request id=250")
+        .assert_stdout_has("* cache miss key=250")
+        .assert_stdout_has("traced 2000 requests");
+    // Only the slow requests are printed (a fast one may join them on a
+    // busy machine, but never most of them).
+    let printed =
+        output.stdout.matches("\ntrace ").count() + usize::from(output.stdout.starts_with("trace "));
+    assert!((4..100).contains(&printed), "{printed} traces printed:\n{}", output.stdout);
+}
+
+#[test]
+fn log_events() {
+    run("log_events")
+        .assert_stdout_has("* user alice authenticated level=INFO target=log_events")
+        .assert_stdout_has("* unknown user mallory level=WARN")
+        .assert_stderr_has("[INFO  log_events] service stopped");
+}
+
+#[test]
+fn test_harness() {
+    run("test_harness")
+        .assert_stdout_has("parses_prices outcome=passed")
+        .assert_stdout_has("parse_price text=12.50")
+        .assert_stdout_has("test result: ok. 2 passed");
+}
+
+#[test]
+fn batch_write() {
+    run("batch_write")
+        .assert_stdout_has("commit batch writes=")
+        .assert_stdout_has("fsync")
+        .assert_stdout_has("committed 6 puts in")
+        .assert_stdout_has("printed 6 traces");
+}
+
+#[test]
+fn trace() {
+    run("trace")
+        .assert_stdout_has("kv::get key=")
+        .assert_stdout_has("read from disk")
+        .assert_stdout_has("traced 406 requests (checksum 5984)");
+}
+
+#[test]
+fn clock() {
+    run("clock").assert_stdout_has("source:");
+}
