@@ -1,11 +1,27 @@
-//! The cost of tracing compiled in while no reporter is set (a library
-//! traced by default, in an application that does not collect): this
-//! workspace, minitrace 0.6.7 and fastrace, none with a reporter.
+//! The cost of tracing compiled in while nothing collects (a library traced
+//! by default, in an application that does not collect): this workspace,
+//! minitrace 0.6.7 and fastrace with no reporter set, tokio `tracing` with
+//! no subscriber, and OpenTelemetry's global tracer with no provider set
+//! (the no-op tracer). rustracing has no global tracer (a library must be
+//! handed one), so it has no such state and no row here.
+//!
+//! The other disabled state, minitrace built without its `enable` feature,
+//! is the "untraced" row: `minitrace/tests/disabled.rs` builds the same
+//! traced code without `enable` and checks that it compiles to exactly the
+//! machine code of the untraced function, so benchmarking a separate
+//! build would time the same instructions (none, for this workload).
+//!
+//! Nothing runs off the calling thread here, so plain wall time per
+//! iteration is measured.
 //!
 //! `cargo bench --bench no_reporter`
 
+mod contenders;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use minitrace_suite::traced_workloads;
+
+use contenders::{with_otel, with_tracing};
 
 traced_workloads!(ours, minitrace);
 traced_workloads!(minitrace_0_6_7, minitrace_067);
@@ -14,9 +30,16 @@ traced_workloads!(fastrace_0_7, fastrace);
 fn no_reporter(c: &mut Criterion) {
     let mut group = c.benchmark_group("no reporter, 1 root + 100 local spans");
     group.throughput(Throughput::Elements(101));
-    group.bench_function("minitrace (this workspace)", |b| b.iter(|| ours::wide(100)));
+    group.bench_function(contenders::OURS, |b| b.iter(|| ours::wide(100)));
     group.bench_function("minitrace 0.6.7", |b| b.iter(|| minitrace_0_6_7::wide(100)));
     group.bench_function("fastrace 0.7", |b| b.iter(|| fastrace_0_7::wide(100)));
+    // No subscriber was ever set in this process: tracing's `NoSubscriber`.
+    group.bench_function("tracing 0.1, no subscriber", |b| b.iter(|| with_tracing::wide(100)));
+    let tracer = opentelemetry::global::tracer("bench");
+    group.bench_function("opentelemetry 0.33, no provider (no-op tracer)", |b| {
+        b.iter(|| with_otel::wide(&tracer, 100))
+    });
+    group.bench_function("untraced (= minitrace without `enable`)", |b| b.iter(|| criterion::black_box(100)));
     group.finish();
 }
 

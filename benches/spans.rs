@@ -1,89 +1,54 @@
-//! This workspace's minitrace beside minitrace 0.6.7 and fastrace, on
-//! identical workloads, each with a reporter that discards the spans.
+//! This workspace's minitrace beside its peers, on the same workloads in
+//! one run: minitrace 0.6.7, fastrace 0.7, tokio `tracing` (a `Registry`
+//! alone, and a `Registry` with a layer that records closed spans),
+//! `rustracing` with the `rustracing_jaeger` tracer, and the OpenTelemetry
+//! SDK. Each library's sink does the same job: collect every finished span
+//! and hand it to a reporter/exporter that discards it (see
+//! `benches/contenders/`, whose `Contender::sink` says where that work
+//! runs; the bench prints it at the end and writes it to
+//! `target/criterion/spans-sinks.tsv` for `scripts/bench-report.py`).
 //!
 //! Every measurement is the **CPU time of the whole process** (all threads,
-//! collector threads included) over a batch of iterations that ends with
-//! the library's `flush()`: collection work is charged to the library that
-//! causes it, wherever it runs.
+//! collector and export threads included) over a batch of iterations that
+//! ends with the library's flush: collection work is charged to the
+//! library that causes it, wherever it runs. The sink should receive every
+//! span the batch made: the bench prints any shortfall per benchmark
+//! (a library that drops spans skips their collection work, so it
+//! is flattered there), and `scripts/bench-report.py` flags it beside the
+//! numbers.
 //!
-//! `cargo bench --bench spans`; compare medians as ratios within one run.
+//! Where a library lacks a concept, its closest natural equivalent is used
+//! (each contender's module says which): OpenTelemetry's local span is
+//! `tracer.in_span`, rustracing's is a child of the explicitly handed-down
+//! parent, and only the minitrace-API libraries have `enter_on_poll`.
+//!
+//! `cargo bench --bench spans`, or `bash scripts/bench.sh` for the whole
+//! suite and `BENCHMARKS.md`; compare medians as ratios within one run.
+
+mod contenders;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use minitrace_suite::{busy_work, process_cpu_time, traced_workloads, Worker};
+use minitrace_suite::{busy_work, Worker};
 
-traced_workloads!(ours, minitrace);
-traced_workloads!(minitrace_0_6_7, minitrace_067);
-traced_workloads!(fastrace_0_7, fastrace);
-
-struct Discard;
-
-impl minitrace::collector::Reporter for Discard {
-    fn report(&mut self, spans: &[minitrace::collector::SpanRecord]) {
-        criterion::black_box(spans);
-    }
-}
-
-impl minitrace_067::collector::Reporter for Discard {
-    fn report(&mut self, spans: &[minitrace_067::collector::SpanRecord]) {
-        criterion::black_box(spans);
-    }
-}
-
-impl fastrace::collector::Reporter for Discard {
-    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
-        criterion::black_box(spans);
-    }
-}
-
-fn install_reporters() {
-    minitrace::set_reporter(Discard, minitrace::collector::Config::default());
-    minitrace_067::set_reporter(Discard, minitrace_067::collector::Config::default());
-    fastrace::set_reporter(Discard, fastrace::collector::Config::default());
-}
-
-type Library = (&'static str, fn(), fn(usize), fn(usize), fn(usize, u64) -> u64, fn(usize, &Worker));
-
-const LIBRARIES: [Library; 3] = [
-    ("minitrace (this workspace)", ours::flush, ours::wide, ours::deep, ours::request, ours::handoff),
-    (
-        "minitrace 0.6.7",
-        minitrace_0_6_7::flush,
-        minitrace_0_6_7::wide,
-        minitrace_0_6_7::deep,
-        minitrace_0_6_7::request,
-        minitrace_0_6_7::handoff,
-    ),
-    (
-        "fastrace 0.7",
-        fastrace_0_7::flush,
-        fastrace_0_7::wide,
-        fastrace_0_7::deep,
-        fastrace_0_7::request,
-        fastrace_0_7::handoff,
-    ),
-];
-
-/// Process CPU time per iteration, the library's flush included.
-fn cpu_time(iters: u64, flush: fn(), mut run: impl FnMut()) -> std::time::Duration {
-    let start = process_cpu_time();
-    for _ in 0..iters {
-        run();
-    }
-    flush();
-    process_cpu_time() - start
-}
+use contenders::{all, awaits, block_on, measure, repeat, untraced, Producers};
 
 fn local_spans(c: &mut Criterion) {
-    install_reporters();
-    for (shape, children_of) in [("wide", 2usize), ("deep", 3usize)] {
-        let mut group = c.benchmark_group(format!("local spans, {shape}"));
+    for wide in [true, false] {
+        let name = if wide { "local spans, wide" } else { "local spans, deep" };
+        let mut group = c.benchmark_group(name);
         for n in [1usize, 10, 100, 1000] {
             group.throughput(Throughput::Elements(n as u64 + 1));
-            for library in LIBRARIES {
-                let (name, flush) = (library.0, library.1);
-                let run: fn(usize) = if children_of == 2 { library.2 } else { library.3 };
-                group.bench_with_input(BenchmarkId::new(name, n), &n, |b, &n| {
-                    b.iter_custom(|iters| cpu_time(iters, flush, || run(n)))
+            for &contender in all() {
+                group.bench_with_input(BenchmarkId::new(contender.name(), n), &n, |b, &n| {
+                    b.iter_custom(|iters| {
+                        repeat(name, &n.to_string(), contender, iters, n as u64 + 1, |c| {
+                            if wide {
+                                c.wide(n)
+                            } else {
+                                c.deep(n)
+                            }
+                        })
+                    })
                 });
             }
         }
@@ -94,26 +59,22 @@ fn local_spans(c: &mut Criterion) {
 /// A request of ten 100 ns steps (~1 µs): 1 root + 9 traced steps, next to
 /// the same steps untraced. The cost of tracing is the difference.
 fn one_microsecond_request(c: &mut Criterion) {
-    install_reporters();
-    let mut group = c.benchmark_group("1 µs request, 1 root + 9 children");
+    let name = "1 µs request, 1 root + 9 children";
+    let mut group = c.benchmark_group(name);
     let steps = 9;
     let work = 100; // ~110 ns of busy_work on this machine
     group.bench_function("untraced", |b| {
         b.iter_custom(|iters| {
-            cpu_time(
-                iters,
-                || {},
-                || {
-                    criterion::black_box((0..steps).map(|_| busy_work(work)).sum::<u64>());
-                },
-            )
+            untraced(iters, || {
+                criterion::black_box((0..steps).map(|_| busy_work(work)).sum::<u64>());
+            })
         })
     });
-    for (name, flush, _, _, request, _) in LIBRARIES {
-        group.bench_function(name, |b| {
+    for &contender in all() {
+        group.bench_function(contender.name(), |b| {
             b.iter_custom(|iters| {
-                cpu_time(iters, flush, || {
-                    criterion::black_box(request(steps, work));
+                repeat(name, "", contender, iters, steps as u64 + 1, |c| {
+                    criterion::black_box(c.request(steps, work));
                 })
             })
         });
@@ -122,9 +83,9 @@ fn one_microsecond_request(c: &mut Criterion) {
 }
 
 fn spans_across_threads(c: &mut Criterion) {
-    install_reporters();
     let worker = Worker::new();
-    let mut group = c.benchmark_group("Span with explicit parent, finished on another thread");
+    let name = "Span with explicit parent, finished on another thread";
+    let mut group = c.benchmark_group(name);
     // Many spans per hand-off, so that the thread wake-up does not drown
     // the cost of the spans.
     let children = 1000;
@@ -133,33 +94,110 @@ fn spans_across_threads(c: &mut Criterion) {
     // subtracting from the rows below.
     group.bench_function("hand-off only, untraced", |b| {
         b.iter_custom(|iters| {
-            cpu_time(
-                iters,
-                || {},
-                || {
-                    let items: Vec<u64> = (0..children as u64).collect();
-                    worker.finish(Box::new(items));
-                },
-            )
+            untraced(iters, || {
+                let items: Vec<u64> = (0..children as u64).collect();
+                worker.finish(Box::new(items));
+            })
         })
     });
-    for (name, flush, _, _, _, handoff) in LIBRARIES {
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| cpu_time(iters, flush, || handoff(children, &worker)))
+    for &contender in all() {
+        group.bench_function(contender.name(), |b| {
+            b.iter_custom(|iters| {
+                repeat(name, "", contender, iters, children as u64 + 1, |c| c.handoff(children, &worker))
+            })
         });
     }
     group.finish();
 }
 
-/// Spans dropped at a full queue cost no collection work, which would
-/// flatter us; say how many, and refuse a run where it matters.
-fn report_losses(_: &mut Criterion) {
-    let stats = minitrace::collector::stats();
-    let dropped = stats.dropped() as f64 / (stats.spans_reported + stats.dropped()).max(1) as f64;
-    eprintln!("this workspace's collector: {stats:?} ({:.4} % dropped)", dropped * 100.0);
-    eprintln!("clock: {:?}", minstant::clock_info());
-    assert!(dropped < 0.001, "over 0.1 % of spans were dropped: the comparison would flatter us");
+/// A root task awaiting `n` steps that each suspend once, polled by a
+/// no-op executor: each step traced as a child span (minitrace: `in_span`
+/// with `Span::enter_with_local_parent`, what `#[trace]` expands to;
+/// tracing: `Instrument`; OpenTelemetry: `with_context`; rustracing: a
+/// child span held across the await), and, for the libraries that have
+/// it, a local span per poll with `enter_on_poll`.
+fn async_tasks(c: &mut Criterion) {
+    let name = "async, N awaits, each step a child span";
+    let mut group = c.benchmark_group(name);
+    for n in [10usize, 100] {
+        group.throughput(Throughput::Elements(n as u64 + 1));
+        group.bench_with_input(BenchmarkId::new("untraced", n), &n, |b, &n| {
+            b.iter_custom(|iters| untraced(iters, || block_on(awaits(n))))
+        });
+        for &contender in all() {
+            group.bench_with_input(BenchmarkId::new(contender.name(), n), &n, |b, &n| {
+                b.iter_custom(|iters| {
+                    repeat(name, &n.to_string(), contender, iters, n as u64 + 1, |c| c.async_steps(n))
+                })
+            });
+        }
+    }
+    group.finish();
+
+    let name = "async, N awaits, in_span + enter_on_poll";
+    let mut group = c.benchmark_group(name);
+    for n in [10usize, 100] {
+        group.throughput(Throughput::Elements(n as u64 + 2));
+        group.bench_with_input(BenchmarkId::new("untraced", n), &n, |b, &n| {
+            b.iter_custom(|iters| untraced(iters, || block_on(awaits(n))))
+        });
+        for &contender in all() {
+            let Some(run) = contender.async_polls() else { continue };
+            group.bench_with_input(BenchmarkId::new(contender.name(), n), &n, |b, &n| {
+                b.iter_custom(|iters| {
+                    repeat(name, &n.to_string(), contender, iters, n as u64 + 2, |_| run(n))
+                })
+            });
+        }
+    }
+    group.finish();
 }
 
-criterion_group!(benches, local_spans, one_microsecond_request, spans_across_threads, report_losses);
+/// Both cores producing at once: each of two long-lived threads makes one
+/// trace of 1 root + 100 local spans per iteration, while the library's
+/// collector or export thread (if any) competes with them for the cores.
+fn multi_threaded(c: &mut Criterion) {
+    let producers = Producers::new(2);
+    let spans = producers.threads() as u64 * 101;
+    let name = "2 threads at once, 1 root + 100 local spans each";
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(spans));
+    for &contender in all() {
+        group.bench_function(contender.name(), |b| {
+            b.iter_custom(|iters| {
+                measure(name, "", contender, iters * spans, || {
+                    producers.run(iters, contender, |c| c.wide(100))
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Where each sink works, and which sinks did not receive every span: a
+/// library that drops spans skips their collection work, so its numbers
+/// in that group are flattered (`scripts/bench-report.py` flags them).
+fn report_losses(_: &mut Criterion) {
+    let worst_ours = contenders::report_sinks();
+    let stats = minitrace::collector::stats();
+    eprintln!("this workspace's collector: {stats:?}");
+    eprintln!("clock: {:?}", minstant::clock_info());
+    if worst_ours >= 0.001 {
+        eprintln!(
+            "WARNING: this workspace's collector dropped up to {:.2} % of a benchmark's spans (see \
+             above): its numbers there are flattered",
+            worst_ours * 100.0
+        );
+    }
+}
+
+criterion_group!(
+    benches,
+    local_spans,
+    one_microsecond_request,
+    spans_across_threads,
+    async_tasks,
+    multi_threaded,
+    report_losses
+);
 criterion_main!(benches);

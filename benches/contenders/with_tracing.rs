@@ -1,0 +1,224 @@
+//! tokio's `tracing` with `tracing-subscriber`: a `Registry` alone (span
+//! bookkeeping only, nothing collected), and a `Registry` with
+//! [`RecordClosed`], a small layer that records each closed span.
+//!
+//! Both are one subscriber, set as the global default as applications do:
+//! tracing's global default is its fast path (no thread-local look-up, and
+//! no reference count on the subscriber per span, which two cores would
+//! fight over). "Registry alone" is that subscriber with the layer
+//! switched off ([`RECORDING`] false: one relaxed load per layer hook).
+//!
+//! Idioms: a local span is `info_span!(..).entered()` (the current span is
+//! the parent); a root is `info_span!(parent: None, ..)`; an explicit
+//! parent is `info_span!(parent: &root, ..)`; futures use `Instrument`.
+//! The workloads are free functions of the current subscriber, so that
+//! `benches/no_reporter.rs` runs them with no subscriber at all.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use minitrace_suite::{busy_work, Worker};
+use tracing::span::{Attributes, Id};
+use tracing::{info_span, Instrument, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, Registry};
+
+use super::{block_on, Contender, Delivered, YieldOnce};
+
+/// A closed span, as [`RecordClosed`] keeps it.
+pub struct ClosedSpan {
+    /// The span's name.
+    pub name: &'static str,
+    /// The span's id.
+    pub id: u64,
+    /// The parent's id, if any.
+    pub parent: Option<u64>,
+    /// When it was created.
+    pub start: Instant,
+    /// When it was closed.
+    pub end: Instant,
+}
+
+/// When a span was created, kept in the span's extensions.
+struct Started(Instant);
+
+/// Whether [`RecordClosed`] records: the contender being measured.
+pub static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// A layer that records each closed span (name, ids, timestamps) into a
+/// `Vec`, which the contender takes and discards at flush.
+pub struct RecordClosed {
+    closed: &'static Mutex<Vec<ClosedSpan>>,
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RecordClosed {
+    fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !RECORDING.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Started(Instant::now()));
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if !RECORDING.load(Ordering::Relaxed) {
+            return;
+        }
+        let end = Instant::now();
+        let Some(span) = ctx.span(&id) else { return };
+        let start = span.extensions().get::<Started>().map_or(end, |started| started.0);
+        let record = ClosedSpan {
+            name: span.name(),
+            id: id.into_u64(),
+            parent: span.parent().map(|parent| parent.id().into_u64()),
+            start,
+            end,
+        };
+        self.closed.lock().unwrap().push(record);
+    }
+}
+
+/// Sets the global default subscriber, a `Registry` with [`RecordClosed`],
+/// once, and returns the layer's records.
+fn install() -> &'static Mutex<Vec<ClosedSpan>> {
+    static CLOSED: OnceLock<&'static Mutex<Vec<ClosedSpan>>> = OnceLock::new();
+    CLOSED.get_or_init(|| {
+        let closed = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = Registry::default().with(RecordClosed { closed });
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+        closed
+    })
+}
+
+/// A root with `n` children, each entered (the current span) while it lives.
+pub fn wide(n: usize) {
+    let _root = info_span!(parent: None, "root").entered();
+    for _ in 0..n {
+        let _span = info_span!("child").entered();
+    }
+}
+
+/// A root with `n` nested children.
+pub fn deep(n: usize) {
+    fn nest(depth: usize) {
+        if depth > 0 {
+            let _span = info_span!("child").entered();
+            nest(depth - 1);
+        }
+    }
+    let _root = info_span!(parent: None, "root").entered();
+    nest(n);
+}
+
+/// A request of `steps` traced steps of `work` each.
+pub fn request(steps: usize, work: u64) -> u64 {
+    let _root = info_span!(parent: None, "request").entered();
+    (0..steps)
+        .map(|_| {
+            let _span = info_span!("step").entered();
+            busy_work(work)
+        })
+        .sum()
+}
+
+/// A root and `n` spans with it as explicit parent, closed by `worker`.
+pub fn handoff(n: usize, worker: &Worker) {
+    let root = info_span!(parent: None, "root");
+    let spans: Vec<tracing::Span> = (0..n).map(|_| info_span!(parent: &root, "child")).collect();
+    worker.finish(Box::new(spans));
+}
+
+/// Each step `Instrument`ed with its own span (what `#[instrument]` on an
+/// `async fn` does), the task with the root. `Instrument` enters its span
+/// around each poll; tracing has no span-per-poll adapter, so there is no
+/// `enter_on_poll` counterpart.
+pub fn async_steps(n: usize) {
+    let task = async move {
+        for _ in 0..n {
+            YieldOnce::default().instrument(info_span!("step")).await;
+        }
+    };
+    block_on(task.instrument(info_span!(parent: None, "root")));
+}
+
+/// `tracing` with the global subscriber, its layer on or off.
+pub struct TracingContender {
+    name: &'static str,
+    sink: &'static str,
+    recording: bool,
+    closed: &'static Mutex<Vec<ClosedSpan>>,
+    delivered: Delivered,
+}
+
+impl TracingContender {
+    /// The `Registry` alone: it keeps each span's data in a slab and frees
+    /// it at close; nothing is collected. (A bare `Registry` as the
+    /// subscriber would never free a span's slot, as only a layered
+    /// subscriber's close does: its memory grows by gigabytes within one
+    /// benchmark. Here it is layered, with the layer off.)
+    pub fn registry() -> TracingContender {
+        TracingContender {
+            name: "tracing 0.1 + Registry",
+            sink: "none: the Registry frees each span's data when it closes, on the thread that \
+                   closes it (tracing's own bookkeeping, a baseline; the recording layer is off)",
+            recording: false,
+            closed: install(),
+            delivered: Delivered::new(),
+        }
+    }
+
+    /// The `Registry` with [`RecordClosed`] on.
+    pub fn recording() -> TracingContender {
+        TracingContender {
+            name: "tracing 0.1 + Registry + recording layer",
+            sink: "a layer records each closed span (name, ids, start, end) into a Mutex<Vec> on \
+                   the thread that closes it; flush takes the Vec on the bench thread and drops it",
+            recording: true,
+            closed: install(),
+            delivered: Delivered::new(),
+        }
+    }
+}
+
+impl Contender for TracingContender {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn sink(&self) -> &'static str {
+        self.sink
+    }
+    fn scoped(&self, batch: &mut dyn FnMut()) {
+        // Contenders run one after the other, and every span of a batch is
+        // closed before its flush.
+        RECORDING.store(self.recording, Ordering::Relaxed);
+        batch()
+    }
+    fn flush(&self) {
+        if self.recording {
+            let spans = std::mem::take(&mut *self.closed.lock().unwrap());
+            self.delivered.add(spans.len());
+            drop(criterion::black_box(spans));
+        }
+    }
+    fn delivered(&self) -> Option<u64> {
+        self.recording.then(|| self.delivered.get())
+    }
+    fn wide(&self, n: usize) {
+        wide(n)
+    }
+    fn deep(&self, n: usize) {
+        deep(n)
+    }
+    fn request(&self, steps: usize, work: u64) -> u64 {
+        request(steps, work)
+    }
+    fn handoff(&self, n: usize, worker: &Worker) {
+        handoff(n, worker)
+    }
+    fn async_steps(&self, n: usize) {
+        async_steps(n)
+    }
+}

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md and benchmarks.svg from criterion's output.
+
+Reads every target/criterion/**/new/benchmark.json with its estimates.json
+beside it (the median point estimate, in nanoseconds per iteration), and
+the sink descriptions and span counts that benches/spans.rs writes to
+target/criterion/spans-sinks.tsv and spans-delivery.tsv. Writes a table per
+benchmark group, each row's median and its ratio to this workspace's row
+(the one named "... (this workspace)"), the machine (CPU model from
+/proc/cpuinfo, nproc), the date and the command; and an SVG bar chart of the
+ratios (drawn by hand: no plotting library), which BENCHMARKS.md embeds.
+
+Python 3 standard library only.
+
+    python3 scripts/bench-report.py [--since EPOCH] [--command CMD]
+
+--since drops results older than a run's start (criterion keeps results of
+benchmarks that a later run no longer has); scripts/bench.sh passes it.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from xml.sax.saxutils import escape
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The suite's groups in the order the benches run them; others follow,
+# sorted by name.
+GROUP_ORDER = [
+    "local spans, wide",
+    "local spans, deep",
+    "1 µs request, 1 root + 9 children",
+    "Span with explicit parent, finished on another thread",
+    "async, N awaits, each step a child span",
+    "async, N awaits, in_span + enter_on_poll",
+    "2 threads at once, 1 root + 100 local spans each",
+    "no reporter, 1 root + 100 local spans",
+    "now",
+    "queue to the collector, 2 producers",
+]
+
+# What each group measures, printed under its heading.
+GROUP_NOTES = {
+    "local spans, wide": "1 root + N sibling local spans (each the local parent while it lives). "
+    "N is the column; the spans per iteration are N + 1.",
+    "local spans, deep": "1 root + N nested local spans. N is the column.",
+    "1 µs request, 1 root + 9 children": "A request of nine ~100 ns steps, each traced, under a root: "
+    "10 spans. The last column is the cost of tracing as a share of the untraced request.",
+    "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
+    "the root as explicit parent, handed to another thread that ends them. The hand-off alone is the "
+    "baseline row.",
+    "async, N awaits, each step a child span": "A root task awaiting N steps that each suspend once, "
+    "each step traced as a child span (minitrace: `in_span`, as `#[trace]` does; tracing: `Instrument`; "
+    "OpenTelemetry: `with_context`; rustracing: a child span held across the await). N is the column.",
+    "async, N awaits, in_span + enter_on_poll": "The task in its root span (`in_span`) with a local "
+    "span around each of its N + 1 polls (`enter_on_poll`); only the minitrace-API libraries have that "
+    "adapter. N is the column.",
+    "2 threads at once, 1 root + 100 local spans each": "Both cores producing: two long-lived threads "
+    "each make a trace of 1 root + 100 local spans per iteration, while the library's collector or "
+    "export thread (if any) competes with them for the cores.",
+    "no reporter, 1 root + 100 local spans": "Tracing compiled in, nothing collecting (no reporter, no "
+    "subscriber, no provider); wall time. The untraced row is also minitrace built without its `enable` "
+    "feature: minitrace/tests/disabled.rs checks that such a build compiles the traced code to the "
+    "untraced machine code.",
+    "now": "Reading each clock once.",
+    "queue to the collector, 2 producers": "The queue from traced threads to the collector: a ring per "
+    "thread (what minitrace uses) against one shared channel.",
+}
+
+# Groups whose table has a column of the cost of tracing over the untraced row.
+OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children"}
+
+# The reference row of groups without a "(this workspace)" row.
+REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}
+
+# Rows that are baselines, not contenders: shown in the tables, not charted.
+BASELINE_PREFIXES = ("untraced", "hand-off only")
+
+LOSS_FLAG = 0.001  # a sink that received less than 99.9 % of the spans
+
+
+def is_baseline(name):
+    return name.startswith(BASELINE_PREFIXES)
+
+
+def is_reference(name):
+    return name.endswith("(this workspace)")
+
+
+def fmt_time(ns):
+    if ns is None:
+        return "—"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def fmt_ratio(ratio):
+    if ratio is None:
+        return "—"
+    return f"×{ratio:.2f}" if ratio < 10 else f"×{ratio:.1f}"
+
+
+def param_key(value):
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def read_results(criterion_dir, since):
+    """{group: {function: {param: median_ns}}} and the newest result's mtime."""
+    results = {}
+    newest = 0.0
+    pattern = os.path.join(criterion_dir, "**", "new", "benchmark.json")
+    for path in glob.glob(pattern, recursive=True):
+        estimates_path = os.path.join(os.path.dirname(path), "estimates.json")
+        if not os.path.exists(estimates_path):
+            continue
+        mtime = os.path.getmtime(estimates_path)
+        if since is not None and mtime < since:
+            continue
+        with open(path, encoding="utf-8") as f:
+            benchmark = json.load(f)
+        with open(estimates_path, encoding="utf-8") as f:
+            estimates = json.load(f)
+        median = estimates["median"]["point_estimate"]
+        group = benchmark.get("group_id")
+        function = benchmark.get("function_id") or group
+        param = benchmark.get("value_str") or ""
+        results.setdefault(group, {}).setdefault(function, {})[param] = median
+        newest = max(newest, mtime)
+    return results, newest
+
+
+def read_tsv(path, since):
+    if not os.path.exists(path) or (since is not None and os.path.getmtime(path) < since):
+        return []
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    return lines[1:]
+
+
+def read_sinks(criterion_dir, since):
+    """([(contender, where its sink works)], {(group, N, contender): share lost})."""
+    sinks = [tuple(row[:2]) for row in read_tsv(os.path.join(criterion_dir, "spans-sinks.tsv"), since)]
+    losses = {}
+    for row in read_tsv(os.path.join(criterion_dir, "spans-delivery.tsv"), since):
+        if len(row) != 5:
+            continue
+        group, param, contender, made, received = row[0], row[1], row[2], int(row[3]), int(row[4])
+        if made > 0:
+            losses[(group, param, contender)] = max(0, made - received) / made
+    return sinks, losses
+
+
+def ordered_groups(results):
+    known = [g for g in GROUP_ORDER if g in results]
+    return known + sorted(g for g in results if g not in GROUP_ORDER)
+
+
+def ordered_rows(functions, contender_order):
+    def key(name):
+        if is_reference(name) or name in REFERENCES.values():
+            rank = 0
+        elif is_baseline(name):
+            rank = 3
+        elif name in contender_order:
+            rank = 1
+        else:
+            rank = 2
+        return (rank, contender_order.index(name) if name in contender_order else 0, name)
+
+    return sorted(functions, key=key)
+
+
+def reference_of(group, functions):
+    if REFERENCES.get(group) in functions:
+        return REFERENCES[group]
+    refs = [name for name in functions if is_reference(name)]
+    return refs[0] if refs else None
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        nproc = str(len(os.sched_getaffinity(0)))
+    memory = ""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    memory = f", {int(line.split()[1]) / 1024 / 1024:.0f} GiB of memory"
+                    break
+    except (OSError, ValueError):
+        pass
+    try:
+        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        rustc = "rustc (unknown version)"
+    return f"{model}, nproc = {nproc}{memory}; {platform.system()} {platform.release()}; {rustc}"
+
+
+def group_table(group, functions, contender_order, losses):
+    """Markdown lines of one group's table, and its footnotes."""
+    rows = ordered_rows(functions, contender_order)
+    params = sorted({p for values in functions.values() for p in values}, key=param_key)
+    reference = reference_of(group, functions)
+    ref_values = functions.get(reference, {}) if reference else {}
+    baseline = next((r for r in rows if r.startswith("untraced")), None)
+    overhead = baseline is not None and params == [""] and group in OVERHEAD_GROUPS
+    notes = []
+    flagged = {}  # contender: [(N, share lost)]
+
+    def flag(name, param):
+        loss = losses.get((group, param, name), 0.0)
+        if loss >= LOSS_FLAG:
+            flagged.setdefault(name, []).append((param, loss))
+            return " ⚠"
+        return ""
+
+    lines = []
+    if params == [""]:
+        header = ["", "median", f"ratio to {reference or 'this workspace'}"]
+        if overhead:
+            header.append(f"overhead over {baseline}")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" + "---:|" * (len(header) - 1))
+        base_ns = functions[baseline].get("") if overhead else None
+        for name in rows:
+            ns = functions[name].get("")
+            ref = ref_values.get("")
+            ratio = ns / ref if ns and ref and not is_baseline(name) else None
+            cells = [f"{name}{flag(name, '')}", fmt_time(ns), fmt_ratio(ratio)]
+            if overhead:
+                cells.append(
+                    "—" if name == baseline or not base_ns or ns is None else f"{100 * (ns - base_ns) / base_ns:+.0f} %"
+                )
+            lines.append("| " + " | ".join(cells) + " |")
+    else:
+        lines.append("| | " + " | ".join(f"N = {p}" for p in params) + " |")
+        lines.append("|---|" + "---:|" * len(params))
+        for name in rows:
+            cells = [name]
+            for p in params:
+                ns = functions[name].get(p)
+                ref = ref_values.get(p)
+                if ns is None:
+                    cells.append("—")
+                elif ref and name != reference and not is_baseline(name):
+                    cells.append(f"{fmt_time(ns)} ({fmt_ratio(ns / ref)}){flag(name, p)}")
+                else:
+                    cells.append(f"{fmt_time(ns)}{flag(name, p)}")
+            lines.append("| " + " | ".join(cells) + " |")
+    for name, cells in flagged.items():
+        where = "" if cells[0][0] == "" else " at " + ", ".join(f"N = {p}" for p, _ in cells)
+        worst = max(loss for _, loss in cells)
+        notes.append(
+            f"⚠ {name}{where}: its sink did not receive every span (the library dropped up to "
+            f"{100 * worst:.2g} % of them), so its numbers there are flattered."
+        )
+    if reference is None:
+        notes.append("No reference row in this group: medians only.")
+    elif params != [""]:
+        notes.append(f"In brackets: the ratio to {reference} for the same N.")
+    return lines, notes
+
+
+PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac"]
+
+
+def chart(results, groups, contender_order, losses):
+    """The SVG text: per group and N, a bar per contender from ×1 (this
+    workspace) to its ratio, on a log scale."""
+    blocks = []
+    for group in groups:
+        functions = results[group]
+        reference = reference_of(group, functions)
+        if reference != "minitrace (this workspace)":
+            continue
+        params = sorted({p for values in functions.values() for p in values}, key=param_key)
+        for p in params:
+            ref = functions[reference].get(p)
+            if not ref:
+                continue
+            bars = []
+            for name in ordered_rows(functions, contender_order):
+                ns = functions[name].get(p)
+                if name == reference or is_baseline(name) or ns is None:
+                    continue
+                flagged = losses.get((group, p, name), 0.0) >= LOSS_FLAG
+                bars.append((name, ns / ref, flagged))
+            if bars:
+                title = group if p == "" else f"{group}, N = {p}"
+                blocks.append((title, bars))
+    if not blocks:
+        return None
+
+    ratios = [r for _, bars in blocks for _, r, _ in bars]
+    ticks_all = [m * 10**e for e in range(-3, 4) for m in (1, 2, 5)]
+    lo = max([t for t in ticks_all if t <= min(min(ratios), 1) * 0.95] or [ticks_all[0]])
+    hi = min([t for t in ticks_all if t >= max(max(ratios), 1) * 1.05] or [ticks_all[-1]])
+    ticks = [t for t in ticks_all if lo <= t <= hi]
+
+    names = [n for n in contender_order if any(n == b[0] for _, bars in blocks for b in bars)]
+    names += sorted({b[0] for _, bars in blocks for b in bars} - set(names))
+    colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+    width, label_w, right_pad = 1000, 330, 70
+    x0, x1 = label_w, width - right_pad
+    row_h, head_h, gap = 15, 20, 10
+    top = 70
+
+    def x(ratio):
+        return x0 + (x1 - x0) * (math.log10(ratio) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+
+    height = top + sum(head_h + row_h * len(bars) + gap for _, bars in blocks) + 40
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        '<text x="10" y="22" font-size="15" font-weight="bold">Time per iteration, as a ratio to minitrace '
+        "(this workspace): left of ×1 is faster, right is slower (log scale)</text>",
+        '<text x="10" y="40" fill="#555">Median CPU time of the whole process per iteration, the '
+        "library's flush included; ⚠: its sink did not receive every span (flattered).</text>",
+    ]
+    bottom = height - 30
+    for t in ticks:
+        tx = x(t)
+        stroke = "#333" if t == 1 else "#ddd"
+        out.append(f'<line x1="{tx:.1f}" y1="{top - 8}" x2="{tx:.1f}" y2="{bottom}" stroke="{stroke}"/>')
+        label = f"×{t:g}"
+        out.append(f'<text x="{tx:.1f}" y="{top - 12}" text-anchor="middle" fill="#555">{label}</text>')
+        out.append(f'<text x="{tx:.1f}" y="{bottom + 14}" text-anchor="middle" fill="#555">{label}</text>')
+    y = top
+    for title, bars in blocks:
+        out.append(f'<text x="10" y="{y + 14}" font-weight="bold">{escape(title)}</text>')
+        y += head_h
+        for name, ratio, flagged in bars:
+            bx0, bx1 = sorted((x(1), x(ratio)))
+            label = escape(name + (" ⚠" if flagged else ""))
+            out.append(f'<text x="{x0 - 6}" y="{y + 11}" text-anchor="end">{label}</text>')
+            out.append(
+                f'<rect x="{bx0:.1f}" y="{y + 2}" width="{max(bx1 - bx0, 1):.1f}" height="{row_h - 4}" '
+                f'fill="{colour[name]}"><title>{label}: {fmt_ratio(ratio)}</title></rect>'
+            )
+            if ratio >= 1:
+                out.append(f'<text x="{bx1 + 4:.1f}" y="{y + 11}">{fmt_ratio(ratio)}</text>')
+            else:
+                out.append(f'<text x="{bx0 - 4:.1f}" y="{y + 11}" text-anchor="end">{fmt_ratio(ratio)}</text>')
+            y += row_h
+        y += gap
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--criterion-dir", default=os.path.join(REPO, "target", "criterion"))
+    parser.add_argument("--out-md", default=os.path.join(REPO, "BENCHMARKS.md"))
+    parser.add_argument("--out-svg", default=os.path.join(REPO, "benchmarks.svg"))
+    parser.add_argument("--since", type=float, help="ignore results older than this Unix time")
+    parser.add_argument("--command", default="bash scripts/bench.sh", help="the command that ran the benches")
+    args = parser.parse_args()
+
+    results, newest = read_results(args.criterion_dir, args.since)
+    if not results:
+        sys.exit(f"bench-report.py: no criterion results under {args.criterion_dir}")
+    sinks, losses = read_sinks(args.criterion_dir, args.since)
+    contender_order = [name for name, _ in sinks]
+    groups = ordered_groups(results)
+
+    svg = chart(results, groups, contender_order, losses)
+    if svg is not None:
+        with open(args.out_svg, "w", encoding="utf-8") as f:
+            f.write(svg)
+
+    date = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = [
+        "# Benchmarks",
+        "",
+        "Generated by `scripts/bench-report.py` from criterion's output; do not edit by hand.",
+        "",
+        f"- **Machine:** {machine()}",
+        f"- **Date:** {date}",
+        f"- **Command:** `{args.command}`",
+        "",
+        "Every contender runs in the same process and the same run, on the same workloads in its own "
+        "idiom (benches/contenders/), with a sink that does the same job: collect every finished span and "
+        "hand it to a reporter or exporter that discards it. Each number is the median, over criterion's "
+        "samples, of the CPU time of the **whole process** (all threads, collector and export threads "
+        "included) per iteration, over batches that end with the library's flush, so collection work is "
+        "charged to the library that causes it wherever it runs (the no-reporter and clock groups, where "
+        "nothing runs elsewhere, use wall time). Ratios are to this workspace's row in the same group: "
+        "below ×1 is faster than this workspace, above is slower. Compare within one run only.",
+        "",
+    ]
+    if svg is not None:
+        md += [f"![Ratios to this workspace]({os.path.relpath(args.out_svg, os.path.dirname(args.out_md))})", ""]
+    if sinks:
+        md += ["## Where each sink works", "", "| contender | sink |", "|---|---|"]
+        md += [f"| {name} | {escape(sink)} |" for name, sink in sinks]
+        md.append("")
+    for group in groups:
+        lines, notes = group_table(group, results[group], contender_order, losses)
+        md += [f"## {group}", ""]
+        if group in GROUP_NOTES:
+            md += [GROUP_NOTES[group], ""]
+        md += lines + [""]
+        for note in notes:
+            md += [note, ""]
+    with open(args.out_md, "w", encoding="utf-8") as f:
+        f.write("\n".join(md))
+    print(f"wrote {args.out_md}" + (f" and {args.out_svg}" if svg is not None else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the whole benchmark suite in one run (every contender side by side:
+# benches/spans.rs, no_reporter.rs, clock.rs, channel.rs), then writes
+# BENCHMARKS.md and benchmarks.svg from criterion's output with
+# scripts/bench-report.py.
+#
+#   bash scripts/bench.sh              # the whole suite: ~10 minutes on 2 cores, plus the build
+#   bash scripts/bench.sh 'wide/'      # only benchmarks whose id matches a regex
+#
+# Timing per benchmark, in seconds: BENCH_WARM_UP (default 1) and
+# BENCH_MEASUREMENT (default 3); ~120 benchmarks, ~4.5 s each with
+# criterion's analysis. Extra arguments go to criterion (a filter regex).
+# Run it on an otherwise idle machine: every number is CPU time of the whole
+# process, and the 2-thread group needs both cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WARM_UP=${BENCH_WARM_UP:-1}
+MEASUREMENT=${BENCH_MEASUREMENT:-3}
+
+# Build first, so that the results' timestamps (--since) start after it.
+cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel
+
+start=$(date +%s)
+command=(
+    cargo bench --bench spans --bench no_reporter --bench clock --bench channel --
+    --warm-up-time "$WARM_UP" --measurement-time "$MEASUREMENT" --nresamples 10000 "$@"
+)
+printf -v command_line '%q ' "${command[@]}"
+echo "bench.sh: ${command_line% }" >&2
+"${command[@]}"
+
+python3 scripts/bench-report.py --since "$start" --command "${command_line% }"
