@@ -48,7 +48,8 @@ struct SpanInner {
     role: Role,
     /// Events added through `&Span` (as `Event::add_to_parent` takes it):
     /// locked only when an event is added, and sent with the span.
-    events: Mutex<Vec<RawSpan>>,
+    #[allow(clippy::box_collection)] // out of line: most spans have no events
+    events: Mutex<Option<Box<Vec<RawSpan>>>>,
 }
 
 impl Span {
@@ -82,11 +83,7 @@ impl Span {
             stats::count_root_without_reporter();
             return Span::noop();
         }
-        let target = Target {
-            trace_id: parent.trace_id,
-            parent_id: parent.span_id,
-            collect_id: global::next_collect_id(),
-        };
+        let target = Target::new(parent.trace_id, parent.span_id, global::next_collect_id());
         Span::start(name, Targets::One(target), Role::Root)
     }
 
@@ -297,13 +294,14 @@ impl Span {
 
     pub(crate) fn context(&self) -> Option<SpanContext> {
         let inner = self.inner.as_ref()?;
-        Some(SpanContext::new(inner.targets.first().trace_id, inner.raw.id))
+        Some(SpanContext::new(inner.targets.first().trace_id(), inner.raw.id))
     }
 
     pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
         if let Some(inner) = self.inner.as_ref() {
             let event = RawSpan::event(inner.raw.id, name, properties);
-            inner.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(event);
+            let mut events = inner.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            events.get_or_insert_with(Default::default).push(event);
         }
     }
 
@@ -313,7 +311,7 @@ impl Span {
         // The cheap read is enough for the start: read early, it only lengthens
         // the span; the end, possibly on another thread, is an ordered read.
         let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::SameThread.now());
-        Span { inner: recording(Some(SpanInner { raw, targets, role, events: Mutex::new(Vec::new()) })) }
+        Span { inner: recording(Some(SpanInner { raw, targets, role, events: Mutex::new(None) })) }
     }
 }
 

@@ -302,6 +302,7 @@ fn into_records_recycling(
             Batch::Span(raw, span_events) => {
                 let (span_id, parent_id) = (raw.id, target.parent_id);
                 out.push(record(raw, &target, span_id, parent_id, anchor));
+                let span_events = span_events.map(|events| *events).unwrap_or_default();
                 events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
             }
             Batch::Local(mut spans) => {
@@ -375,7 +376,7 @@ fn record(
 ) -> SpanRecord {
     let begin = raw.begin.as_unix_nanos(anchor);
     SpanRecord {
-        trace_id: target.trace_id,
+        trace_id: target.trace_id(),
         span_id,
         parent_id,
         begin_time_unix_ns: begin,

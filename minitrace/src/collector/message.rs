@@ -14,8 +14,9 @@ pub(crate) struct Message {
 }
 
 pub(crate) enum Batch {
-    /// A thread-safe span, with its events.
-    Span(RawSpan, Vec<RawSpan>),
+    /// A thread-safe span, with its events (out of line: most have none).
+    #[allow(clippy::box_collection)]
+    Span(RawSpan, Option<Box<Vec<RawSpan>>>),
     /// The local spans recorded under a local parent guard.
     Local(Vec<RawSpan>),
     /// A [`LocalSpans`](crate::local::LocalSpans) batch mounted under a span.
@@ -48,9 +49,10 @@ impl Batch {
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, mounted) = match self {
-            Batch::Span(raw, mut events) => {
-                events.insert(0, raw);
-                (Arc::new(events), false)
+            Batch::Span(raw, events) => {
+                let mut spans = events.map(|events| *events).unwrap_or_default();
+                spans.insert(0, raw);
+                (Arc::new(spans), false)
             }
             Batch::Local(spans) => (Arc::new(spans), false),
             Batch::Mounted(spans) => (spans, true),

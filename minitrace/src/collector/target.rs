@@ -5,9 +5,21 @@ use crate::collector::{SpanId, TraceId};
 /// several parents (a batch request) has one per parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Target {
-    pub(crate) trace_id: TraceId,
+    /// The trace id's halves: a `u128` field would make every message
+    /// 16-byte aligned, and so larger, for nothing.
+    trace_id: [u64; 2],
     pub(crate) parent_id: SpanId,
     pub(crate) collect_id: u64,
+}
+
+impl Target {
+    pub(crate) fn new(trace_id: TraceId, parent_id: SpanId, collect_id: u64) -> Target {
+        Target { trace_id: [(trace_id.0 >> 64) as u64, trace_id.0 as u64], parent_id, collect_id }
+    }
+
+    pub(crate) fn trace_id(&self) -> TraceId {
+        TraceId(u128::from(self.trace_id[0]) << 64 | u128::from(self.trace_id[1]))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -99,7 +99,7 @@ impl LocalSpans {
         let Some(spans) = self.spans.as_ref() else {
             return Vec::new();
         };
-        let target = Target { trace_id: parent.trace_id, parent_id: parent.span_id, collect_id: 0 };
+        let target = Target::new(parent.trace_id, parent.span_id, 0);
         let mut records = Vec::with_capacity(spans.len());
         let batch = crate::collector::message::Batch::Shared(spans.clone());
         crate::collector::assemble::into_records(

@@ -142,7 +142,7 @@ pub(crate) fn current_targets() -> Option<Targets> {
 pub(crate) fn current_context() -> Option<SpanContext> {
     let targets = current_targets()?;
     let target = targets.first();
-    Some(SpanContext::new(target.trace_id, target.parent_id))
+    Some(SpanContext::new(target.trace_id(), target.parent_id))
 }
 
 impl Drop for LocalStack {
