@@ -30,7 +30,7 @@ impl Event {
         I: IntoIterator<Item = (Cow<'static, str>, Cow<'static, str>)>,
         F: FnOnce() -> I,
     {
-        if crate::ENABLED && parent.elapsed().is_some() {
+        if crate::ENABLED && parent.is_recording() {
             parent.add_event(name.into(), properties().into_iter().collect());
         }
     }

@@ -274,8 +274,10 @@ impl Span {
         self.inner.as_ref().map(|inner| inner.raw.begin.elapsed())
     }
 
-    /// Drops the span without reporting it. Cancelling a root discards its
-    /// whole trace (counted in [`Stats::spans_sampled_out`](crate::collector::Stats::spans_sampled_out)).
+    /// Drops the span without reporting it, counted in
+    /// [`Stats::spans_sampled_out`](crate::collector::Stats::spans_sampled_out).
+    /// Cancelling a root discards its whole trace; spans already recorded
+    /// under a cancelled child are re-parented to the root.
     ///
     /// ```
     /// use minitrace::prelude::*;
@@ -286,10 +288,17 @@ impl Span {
         if let Some(inner) = self.inner.as_mut() {
             if inner.role == Role::Root {
                 inner.role = Role::CancelledRoot;
-            } else {
-                self.inner.take();
+            } else if let Some(inner) = self.inner.take() {
+                // Counted, and its trace told, so that spans already sent
+                // under it are re-parented to the root.
+                stats::count_sampled_out(inner.targets.as_slice().len());
+                queue::note_dropped_child(&inner.targets);
             }
         }
+    }
+
+    pub(crate) fn is_recording(&self) -> bool {
+        self.inner.as_ref().is_some()
     }
 
     pub(crate) fn context(&self) -> Option<SpanContext> {

@@ -9,7 +9,7 @@ use minitrace::prelude::*;
 #[test]
 fn only_traces_slower_than_the_threshold_are_reported() {
     let (reporter, spans) = TestReporter::new();
-    minitrace::set_reporter(reporter, Config::default().report_slow_traces_only(Duration::from_millis(20)));
+    minitrace::set_reporter(reporter, Config::default().report_slow_traces_only(Duration::from_millis(200)));
     let before = minitrace::collector::stats();
 
     let request = |name: &'static str, work: Duration| {
@@ -22,7 +22,7 @@ fn only_traces_slower_than_the_threshold_are_reported() {
     };
     let (fast, fast_late) = request("fast", Duration::ZERO);
     drop(fast);
-    let (slow, slow_late) = request("slow", Duration::from_millis(25));
+    let (slow, slow_late) = request("slow", Duration::from_millis(400));
     drop(slow);
     minitrace::flush();
     drop((fast_late, slow_late));

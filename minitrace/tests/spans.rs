@@ -171,22 +171,39 @@ fn futures_are_traced_across_polls_and_threads() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     runtime.block_on(
         async {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            // Pending once, then ready: a local span per poll.
+            tokio::time::sleep(Duration::from_millis(1)).enter_on_poll("polled").await;
             let _local = LocalSpan::enter_with_local_parent("after await");
-            tokio::spawn(
-                async {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                .enter_on_poll("polled"),
-            )
-            .await
-            .unwrap();
+            let child = Span::enter_with_local_parent("spawned");
+            tokio::spawn(async { tokio::time::sleep(Duration::from_millis(1)).await }.in_span(child))
+                .await
+                .unwrap();
         }
         .in_span(Span::enter_with_parent("task", &root)),
     );
     drop(root);
     let text = tree(trace_id);
-    assert!(text.starts_with("\nroot []\n    task []\n        after await []\n"), "{text}");
+    let expected = "\nroot []\n    task []\n        after await []\n            spawned []\n        polled []\n        polled []\n";
+    assert!(text.starts_with(expected), "{text}");
+    // A spurious wake-up may add polls, never anything else.
+    assert!(text[expected.len()..].lines().all(|line| line == "        polled []"), "{text}");
+}
+
+#[test]
+fn cancelling_a_child_reparents_what_was_recorded_under_it() {
+    let (root, trace_id) = new_root("root");
+    let mut child = Span::enter_with_parent("cancelled", &root);
+    {
+        let _guard = child.set_local_parent();
+        let _local = LocalSpan::enter_with_local_parent("under cancelled");
+    }
+    child.cancel();
+    drop(child);
+    drop(root);
+    let records = trace(trace_id);
+    assert_linked(&records);
+    let orphan = records.iter().find(|r| r.name == "under cancelled").unwrap();
+    assert!(orphan.properties.iter().any(|(k, _)| k == "minitrace.reparented"));
 }
 
 #[test]

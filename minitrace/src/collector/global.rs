@@ -173,7 +173,9 @@ fn lock_control() -> MutexGuard<'static, Control> {
     CONTROL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
+// Blocks start at multiples of `ID_BLOCK` (id 0 stays unused), so that each
+// lines up with one bitmap of the collector's fates.
+static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(ID_BLOCK);
 /// Collect ids are handed to each thread in blocks of this many.
 pub(crate) const ID_BLOCK: u64 = 1 << 16;
 

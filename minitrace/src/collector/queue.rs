@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::collector::message::{Message, Role};
+use crate::collector::target::Targets;
 use crate::collector::{global, stats};
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
@@ -93,9 +94,18 @@ pub(crate) fn submit(message: Message) {
 
 fn count_dropped(message: Message) {
     stats::count_queue_full(message.span_count());
-    let root = message.role != Role::Child;
+    note_dropped(&message.targets, message.role != Role::Child);
+}
+
+/// Tells the collector that a child span of these targets will never
+/// arrive (e.g. it was cancelled), so its children get re-parented.
+pub(crate) fn note_dropped_child(targets: &Targets) {
+    note_dropped(targets, false);
+}
+
+fn note_dropped(targets: &Targets, root: bool) {
     let mut dropped = lock(&DROPPED);
-    for target in message.targets.as_slice() {
+    for target in targets.as_slice() {
         if dropped.len() < MAX_DROPPED {
             dropped.push(Dropped { collect_id: target.collect_id, root });
         }

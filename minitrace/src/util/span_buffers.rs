@@ -5,6 +5,7 @@
 //! buffers to a shared pool, and traced threads take them back in batches.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::local::raw_span::RawSpan;
@@ -20,6 +21,7 @@ const REFILL: usize = 32;
 /// Buffers with more capacity than this are freed rather than kept.
 const MAX_KEPT_CAPACITY: usize = 1024;
 
+static POOLED: AtomicUsize = AtomicUsize::new(0);
 static POOL: Mutex<Pool> = Mutex::new(Pool { buffers: Vec::new(), capacity: 0 });
 
 struct Pool {
@@ -37,11 +39,14 @@ pub(crate) fn take() -> Vec<RawSpan> {
     CACHE
         .try_with(|cache| {
             let mut cache = cache.try_borrow_mut().ok()?;
-            if cache.is_empty() {
+            // The pool's length is mirrored in an atomic, so that an empty
+            // pool costs a load, not the shared lock.
+            if cache.is_empty() && POOLED.load(Ordering::Relaxed) > 0 {
                 let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
                 let keep = pool.buffers.len().saturating_sub(REFILL);
                 let taken: Vec<_> = pool.buffers.drain(keep..).collect();
                 pool.capacity -= taken.iter().map(Vec::capacity).sum::<usize>();
+                POOLED.store(pool.buffers.len(), Ordering::Relaxed);
                 cache.extend(taken);
             }
             cache.pop()
@@ -77,4 +82,5 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
             pool.buffers.push(buffer);
         }
     }
+    POOLED.store(pool.buffers.len(), Ordering::Relaxed);
 }
