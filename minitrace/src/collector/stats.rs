@@ -25,7 +25,7 @@ pub struct Stats {
     pub spans_reported: u64,
     /// Spans of traces that the latency threshold
     /// ([`Config::report_slow_traces_only`](crate::collector::Config::report_slow_traces_only))
-    /// or a root's [`cancel`](crate::Span::cancel) chose not to report. Not a loss.
+    /// or [`cancel`](crate::Span::cancel) chose not to report. Not a loss.
     pub spans_sampled_out: u64,
     /// Root spans started while no reporter was set (they and their children
     /// are never recorded).
