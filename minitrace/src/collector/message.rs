@@ -72,6 +72,11 @@ impl Batch {
 impl Message {
     pub(crate) fn new(batch: Batch, targets: Targets, role: Role) -> Message {
         let spans_per_target = batch.span_count();
+        Message::with_count(batch, targets, role, spans_per_target)
+    }
+
+    /// For a batch whose spans (events excluded) were counted as recorded.
+    pub(crate) fn with_count(batch: Batch, targets: Targets, role: Role, spans_per_target: usize) -> Message {
         Message { batch, targets, role, spans_per_target }
     }
 

@@ -3,6 +3,7 @@ use std::borrow::Cow;
 use crate::collector::record::Property;
 use crate::collector::{stats, SpanId};
 use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
+use crate::util::span_buffers;
 
 /// Local spans under one parent, most recent last. Opening a span is a
 /// `Vec::push`; the innermost open span is the implicit parent of the next.
@@ -13,8 +14,12 @@ pub(crate) struct SpanQueue {
     current: Option<usize>,
     /// Span ids are `id_base + index`: unique within the queue, and a random
     /// base keeps them apart from other queues' without a generator call
-    /// per span.
+    /// per span. Drawn with the first span (0 until then).
     id_base: u64,
+    /// Spans opened and not yet closed, and events: so that submitting a
+    /// batch needs no pass over it to close spans or count them.
+    open: usize,
+    events: usize,
 }
 
 /// More local spans than this under one parent are dropped and counted: a
@@ -29,9 +34,24 @@ pub(crate) struct QueueSlot {
 }
 
 impl SpanQueue {
-    /// A queue recording into `spans` (an empty, possibly recycled buffer).
-    pub(crate) fn new(spans: Vec<RawSpan>) -> SpanQueue {
-        SpanQueue { spans, current: None, id_base: SpanId::random().0 }
+    /// An empty queue. It takes a (recycled) buffer and an id base only
+    /// when something is recorded: a line that records nothing, such as most
+    /// polls of a future in a span, costs neither.
+    pub(crate) fn new() -> SpanQueue {
+        SpanQueue { spans: Vec::new(), current: None, id_base: 0, open: 0, events: 0 }
+    }
+
+    /// Room for one more entry, or `None` at the limit.
+    #[inline]
+    fn make_room(&mut self) -> Option<()> {
+        if self.spans.len() >= MAX_SPANS_PER_QUEUE {
+            return None;
+        }
+        if self.spans.capacity() == 0 {
+            self.spans = span_buffers::take();
+            self.id_base = SpanId::random().0;
+        }
+        Some(())
     }
 
     #[inline]
@@ -44,7 +64,7 @@ impl SpanQueue {
 
     #[inline]
     pub(crate) fn start_span(&mut self, name: Cow<'static, str>) -> Option<QueueSlot> {
-        if self.spans.len() >= MAX_SPANS_PER_QUEUE {
+        if self.make_room().is_none() {
             stats::count_trace_too_large(1);
             return None;
         }
@@ -53,6 +73,7 @@ impl SpanQueue {
         let id = self.next_id();
         self.spans.push(RawSpan::begin(id, self.current_parent_id(), name, Clock::SameThread.now()));
         self.current = Some(index);
+        self.open += 1;
         Some(QueueSlot { index, parent })
     }
 
@@ -62,6 +83,9 @@ impl SpanQueue {
     #[inline]
     pub(crate) fn finish_span(&mut self, slot: QueueSlot) {
         if let Some(span) = self.spans.get_mut(slot.index) {
+            if span.is_open() {
+                self.open -= 1;
+            }
             span.end = Clock::SameThread.now();
         }
         self.current = slot.parent;
@@ -85,19 +109,24 @@ impl SpanQueue {
     }
 
     pub(crate) fn add_event(&mut self, name: Cow<'static, str>, properties: Vec<Property>) {
-        if self.spans.len() >= MAX_SPANS_PER_QUEUE {
-            return;
+        if self.make_room().is_some() {
+            self.spans.push(RawSpan::event(self.current_parent_id(), name, properties));
+            self.events += 1;
         }
-        self.spans.push(RawSpan::event(self.current_parent_id(), name, properties));
     }
 
-    /// Everything recorded; spans still open are closed now.
-    pub(crate) fn take_all(&mut self) -> Vec<RawSpan> {
-        let now = Clock::SameThread.now();
-        for span in self.spans.iter_mut().filter(|span| span.is_open()) {
-            span.end = now;
+    /// Everything recorded, and how many of the entries are spans (not
+    /// events); spans still open are closed now.
+    pub(crate) fn take_all(&mut self) -> (Vec<RawSpan>, usize) {
+        if self.open > 0 {
+            let now = Clock::SameThread.now();
+            for span in self.spans.iter_mut().filter(|span| span.is_open()) {
+                span.end = now;
+            }
+            self.open = 0;
         }
         self.current = None;
-        std::mem::take(&mut self.spans)
+        let spans = self.spans.len() - std::mem::take(&mut self.events);
+        (std::mem::take(&mut self.spans), spans)
     }
 }

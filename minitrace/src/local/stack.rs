@@ -24,17 +24,17 @@ pub(crate) struct SpanLine {
 impl SpanLine {
     /// Closes open spans and sends everything to the line's targets.
     pub(crate) fn submit(mut self) {
-        let spans = self.queue.take_all();
+        let (spans, count) = self.queue.take_all();
         match self.targets {
             Some(targets) if !spans.is_empty() => {
-                queue::submit(Message::new(Batch::Local(spans), targets, Role::Child));
+                queue::submit(Message::with_count(Batch::Local(spans), targets, Role::Child, count));
             }
             _ => span_buffers::give_back_locally(spans),
         }
     }
 
     pub(crate) fn take_spans(mut self) -> Vec<RawSpan> {
-        self.queue.take_all()
+        self.queue.take_all().0
     }
 }
 
@@ -66,7 +66,7 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
     with_stack(|stack| {
         let epoch = stack.next_epoch;
         stack.next_epoch += 1;
-        let queue = SpanQueue::new(span_buffers::take());
+        let queue = SpanQueue::new();
         stack.lines.push(SpanLine { epoch, queue, targets });
         epoch
     })

@@ -58,6 +58,9 @@ pub(crate) fn take() -> Vec<RawSpan> {
 
 /// Keeps an emptied buffer on this thread for its next line.
 pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
+    if buffer.capacity() == 0 {
+        return;
+    }
     buffer.clear();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
