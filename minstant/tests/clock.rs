@@ -18,48 +18,59 @@ fn take_turn() -> std::sync::MutexGuard<'static, ()> {
     BUSY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Moves the calling (test) thread to the next allowed cpu, so that readings
-/// come from different cores' counters.
-fn hop_cpu(step: usize) {
+/// The cpus the calling thread may run on (the process's, for a test thread).
+fn allowed_cpus() -> Vec<usize> {
     #[cfg(target_os = "linux")]
-    {
-        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-        // SAFETY: an all-zero cpu_set_t is an empty set; CPU_SET stays in range
-        // because `cpus` is at most the number of online cpus.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(step % cpus, &mut set);
-            // Failure (a cpu outside our cgroup) just means no hop this time.
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = step;
-}
-
-fn allow_all_cpus() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: as in `hop_cpu`; every online cpu index is in range.
+    // SAFETY: an all-zero cpu_set_t is a valid empty set, filled in by the
+    // kernel for the calling thread; CPU_ISSET reads within CPU_SETSIZE.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for cpu in 0..thread::available_parallelism().map_or(1, |n| n.get()) {
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize).filter(|&cpu| libc::CPU_ISSET(cpu, &set)).collect();
+        }
+    }
+    vec![0]
+}
+
+/// Confines the calling (test) thread to `cpus`; false if the kernel refused.
+fn pin(cpus: &[usize]) -> bool {
+    #[cfg(target_os = "linux")]
+    // SAFETY: as above; every cpu comes from `allowed_cpus`, within CPU_SETSIZE.
+    let pinned = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
             libc::CPU_SET(cpu, &mut set);
         }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    };
+    #[cfg(not(target_os = "linux"))]
+    let pinned = {
+        let _ = cpus;
+        false
+    };
+    pinned
+}
+
+/// Moves the calling thread to the `step`-th of `cpus` (cyclically), so that
+/// readings come from different cores' counters.
+fn hop_cpu(cpus: &[usize], step: usize) -> bool {
+    pin(&[cpus[step % cpus.len()]])
 }
 
 fn check_monotonic_within_a_thread(reads: usize, read: fn() -> Instant) {
+    let cpus = allowed_cpus();
+    let mut hops = 0;
     let mut previous = read();
     for i in 0..reads {
         if i % 10_000 == 0 {
-            hop_cpu(i / 10_000);
+            hops += usize::from(hop_cpu(&cpus, i / 10_000));
         }
         let now = read();
         assert!(now >= previous, "went backwards at read {i}: {previous:?} -> {now:?}");
         previous = now;
     }
-    allow_all_cpus();
+    assert!(pin(&cpus), "could not restore the test thread's affinity");
+    assert!(cpus.len() == 1 || hops > 0, "the test thread never moved between cores");
 }
 
 /// Each thread reads the other's last published reading (acquire), then
@@ -68,9 +79,10 @@ fn check_monotonic_within_a_thread(reads: usize, read: fn() -> Instant) {
 fn count_causality_violations(run_for: Duration) -> u64 {
     let slots = Arc::new([Atomic::new(Instant::ZERO), Atomic::new(Instant::ZERO)]);
     let stop = Arc::new(AtomicBool::new(false));
+    let cpus = allowed_cpus();
     let workers: Vec<_> = (0..2)
         .map(|me| {
-            let (slots, stop) = (slots.clone(), stop.clone());
+            let (slots, stop, cpus) = (slots.clone(), stop.clone(), cpus.clone());
             thread::spawn(move || {
                 let mut violations = 0u64;
                 let mut round = 0usize;
@@ -83,7 +95,7 @@ fn count_causality_violations(run_for: Duration) -> u64 {
                     }
                     round += 1;
                     if round % 64 == 0 {
-                        hop_cpu(round / 64 + me);
+                        hop_cpu(&cpus, round / 64 + me);
                     }
                 }
                 violations

@@ -51,8 +51,13 @@ impl RawSpan {
         self.id == EVENT
     }
 
-    pub(crate) fn add_properties(&mut self, properties: impl IntoIterator<Item = Property>) {
-        self.properties.get_or_insert_with(Default::default).extend(properties);
+    /// The first properties move in as they are (one box), later ones extend them.
+    pub(crate) fn add_properties(&mut self, properties: Vec<Property>) {
+        match &mut self.properties {
+            Some(existing) => existing.extend(properties),
+            None if properties.is_empty() => {}
+            None => self.properties = Some(Box::new(properties)),
+        }
     }
 
     pub(crate) fn take_properties(&mut self) -> Vec<Property> {

@@ -96,13 +96,13 @@ impl SpanQueue {
         self.current.map_or(LINE_PARENT, |index| self.spans[index].id)
     }
 
-    pub(crate) fn add_properties(&mut self, slot: usize, properties: impl IntoIterator<Item = Property>) {
+    pub(crate) fn add_properties(&mut self, slot: usize, properties: Vec<Property>) {
         if let Some(span) = self.spans.get_mut(slot) {
             span.add_properties(properties);
         }
     }
 
-    pub(crate) fn add_properties_to_current(&mut self, properties: impl IntoIterator<Item = Property>) {
+    pub(crate) fn add_properties_to_current(&mut self, properties: Vec<Property>) {
         if let Some(index) = self.current {
             self.add_properties(index, properties);
         }
