@@ -16,62 +16,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use minitrace::collector::{Config, Reporter, SpanRecord};
+use minitrace::collector::Config;
 use minitrace::local::{LocalCollector, LocalSpan};
 use minitrace::prelude::*;
 use minitrace_suite::busy_work;
 
-/// Prints each trace as an indented tree: start offset, duration, name,
-/// properties.
-struct TreePrinter;
-
-impl Reporter for TreePrinter {
-    fn report(&mut self, spans: &[SpanRecord]) {
-        let mut traces: HashMap<TraceId, Vec<&SpanRecord>> = HashMap::new();
-        for span in spans {
-            traces.entry(span.trace_id).or_default().push(span);
-        }
-        for (trace_id, spans) in traces {
-            println!("trace {trace_id}");
-            let ids: std::collections::HashSet<SpanId> = spans.iter().map(|s| s.span_id).collect();
-            let start = spans.iter().map(|s| s.begin_time_unix_ns).min().unwrap_or(0);
-            let mut roots: Vec<_> = spans.iter().filter(|s| !ids.contains(&s.parent_id)).collect();
-            roots.sort_by_key(|s| s.begin_time_unix_ns);
-            for root in roots {
-                print_tree(root, &spans, start, 1);
-            }
-            println!();
-        }
-    }
-}
-
-fn print_tree(span: &SpanRecord, all: &[&SpanRecord], start: u64, depth: usize) {
-    let properties: Vec<String> = span.properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!(
-        "{:>8.1} µs {:>8.1} µs  {:indent$}{} {}",
-        (span.begin_time_unix_ns - start) as f64 / 1e3,
-        span.duration_ns as f64 / 1e3,
-        "",
-        span.name,
-        properties.join(" "),
-        indent = depth * 2
-    );
-    for event in &span.events {
-        println!(
-            "{:>8.1} µs {:>11}  {:indent$}* {}",
-            (event.timestamp_unix_ns - start) as f64 / 1e3,
-            "",
-            "",
-            event.name,
-            indent = depth * 2 + 2
-        );
-    }
-    let mut children: Vec<_> = all.iter().filter(|s| s.parent_id == span.span_id).collect();
-    children.sort_by_key(|s| s.begin_time_unix_ns);
-    for child in children {
-        print_tree(child, all, start, depth + 1);
-    }
-}
+mod support;
 
 type Store = Arc<Mutex<HashMap<u64, u64>>>;
 
@@ -146,7 +96,7 @@ fn fsync() {}
 
 fn main() {
     minitrace::set_reporter(
-        TreePrinter,
+        support::TreePrinter::new().0,
         Config::default().report_slow_traces_only(Duration::from_micros(200)),
     );
 

@@ -49,6 +49,8 @@ impl Event {
         I: IntoIterator<Item = (Cow<'static, str>, Cow<'static, str>)>,
         F: FnOnce() -> I,
     {
+        // As in `LocalSpan::add_properties`: the closure runs only when
+        // recording, and never while the thread's stack is borrowed.
         if crate::ENABLED && stack::has_line() {
             stack::add_event(name.into(), properties().into_iter().collect());
         }

@@ -3,7 +3,7 @@ use std::marker::PhantomData;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::collector::message::{Batch, Message, Role};
+use crate::collector::message::{Batch, IdMap, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
 use crate::collector::{global, queue, stats, SpanContext, SpanId};
@@ -123,7 +123,10 @@ impl Span {
         let targets = parents
             .into_iter()
             .filter_map(|parent| parent.inner.as_ref())
-            .flat_map(|parent| parent.targets.with_parent(parent.raw.id).as_slice().to_vec())
+            .flat_map(|parent| {
+                let parent_id = parent.raw.id;
+                parent.targets.as_slice().iter().map(move |target| target.with_parent(parent_id))
+            })
             .collect();
         match Targets::from_vec(targets) {
             Some(targets) => Span::start(name, targets, Role::Child),
@@ -258,7 +261,7 @@ impl Span {
             return;
         }
         let targets = inner.targets.with_parent(inner.raw.id);
-        queue::submit(Message::new(Batch::Mounted(spans), targets, Role::Child));
+        queue::submit(Message::new(Batch::Shared { spans, ids: IdMap::PerParent }, targets, Role::Child));
     }
 
     /// Time since the span started; `None` for a no-op span.

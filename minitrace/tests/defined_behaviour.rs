@@ -102,13 +102,18 @@ fn flush_inside_a_tokio_runtime_returns_with_spans_reported() {
 
 #[test]
 fn local_spans_without_a_parent_are_noops() {
-    let span = LocalSpan::enter_with_local_parent("no parent");
-    drop(span);
+    drop(LocalSpan::enter_with_local_parent("no parent"));
     assert!(SpanContext::current_local_parent().is_none());
-    // And a collector that is dropped without collecting discards its spans.
+    // A collector dropped without collecting discards its spans.
     let collector = LocalCollector::start();
     drop(LocalSpan::enter_with_local_parent("discarded"));
     drop(collector);
+    // Neither span leaks into a later batch.
+    let later = LocalCollector::start();
+    drop(LocalSpan::enter_with_local_parent("kept"));
+    let records = later.collect().to_span_records(SpanContext::random());
+    let names: Vec<_> = records.iter().map(|record| record.name.to_string()).collect();
+    assert_eq!(names, ["kept"]);
 }
 
 #[test]

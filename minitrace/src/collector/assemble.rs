@@ -8,7 +8,7 @@ use std::time::{Duration, Instant as StdInstant};
 use minstant::Anchor;
 
 use crate::collector::global::ID_BLOCK;
-use crate::collector::message::{Batch, Message, Role};
+use crate::collector::message::{Batch, IdMap, Message, Role};
 use crate::collector::target::{Target, Targets};
 use crate::collector::{queue, stats, Config, EventRecord, Reporter, SpanId, SpanRecord};
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
@@ -313,39 +313,14 @@ fn into_records_recycling(
                 }
                 emptied.push(spans);
             }
-            Batch::Shared(spans) => {
+            Batch::Shared { spans, ids } => {
                 for raw in spans.iter() {
-                    push_raw(raw.clone(), &target, IdMap::Keep, anchor, out, &mut events);
-                }
-            }
-            Batch::Mounted(spans) => {
-                for raw in spans.iter() {
-                    push_raw(raw.clone(), &target, IdMap::PerParent, anchor, out, &mut events);
+                    push_raw(raw.clone(), &target, ids, anchor, out, &mut events);
                 }
             }
         }
     }
     attach_events(&mut out[first..], events);
-}
-
-#[derive(Clone, Copy)]
-enum IdMap {
-    Keep,
-    /// Ids mixed with the mounting parent's, so that one batch mounted twice
-    /// in a trace yields distinct, consistently linked spans.
-    PerParent,
-}
-
-impl IdMap {
-    fn apply(self, id: SpanId, target: &Target) -> SpanId {
-        match self {
-            IdMap::Keep => id,
-            IdMap::PerParent => {
-                let mixed = id.0 ^ target.parent_id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-                SpanId(mixed.max(1))
-            }
-        }
-    }
 }
 
 fn push_raw(

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
-use crate::collector::target::Targets;
+use crate::collector::target::{Target, Targets};
+use crate::collector::SpanId;
 use crate::local::raw_span::RawSpan;
 
 /// What a traced thread sends to the collector thread.
@@ -19,12 +20,31 @@ pub(crate) enum Batch {
     Span(RawSpan, Option<Box<Vec<RawSpan>>>),
     /// The local spans recorded under a local parent guard.
     Local(Vec<RawSpan>),
-    /// A [`LocalSpans`](crate::local::LocalSpans) batch mounted under a span.
-    /// The same batch can be mounted under several spans of one trace, so
-    /// its span ids are re-derived per parent to keep them unique.
-    Mounted(Arc<Vec<RawSpan>>),
-    /// One of the above shared by several targets.
-    Shared(Arc<Vec<RawSpan>>),
+    /// Spans shared by several targets: a [`LocalSpans`](crate::local::LocalSpans)
+    /// batch (mounted with [`IdMap::PerParent`]), or one of the above sent
+    /// to several parents.
+    Shared { spans: Arc<Vec<RawSpan>>, ids: IdMap },
+}
+
+/// How a shared batch's span ids are turned into record ids per target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdMap {
+    Keep,
+    /// Ids mixed with the mounting parent's, so that one batch mounted twice
+    /// in a trace yields distinct, consistently linked spans.
+    PerParent,
+}
+
+impl IdMap {
+    pub(crate) fn apply(self, id: SpanId, target: &Target) -> SpanId {
+        match self {
+            IdMap::Keep => id,
+            IdMap::PerParent => {
+                let mixed = id.0 ^ target.parent_id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+                SpanId(mixed.max(1))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,30 +62,22 @@ impl Batch {
         match self {
             Batch::Span(..) => 1,
             Batch::Local(spans) => count_spans(spans),
-            Batch::Mounted(spans) | Batch::Shared(spans) => count_spans(spans),
+            Batch::Shared { spans, .. } => count_spans(spans),
         }
     }
 
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
-        let (spans, mounted) = match self {
+        let (spans, ids) = match self {
             Batch::Span(raw, events) => {
                 let mut spans = events.map(|events| *events).unwrap_or_default();
                 spans.insert(0, raw);
-                (Arc::new(spans), false)
+                (Arc::new(spans), IdMap::Keep)
             }
-            Batch::Local(spans) => (Arc::new(spans), false),
-            Batch::Mounted(spans) => (spans, true),
-            Batch::Shared(spans) => (spans, false),
+            Batch::Local(spans) => (Arc::new(spans), IdMap::Keep),
+            Batch::Shared { spans, ids } => (spans, ids),
         };
-        let handle = |_| {
-            if mounted {
-                Batch::Mounted(spans.clone())
-            } else {
-                Batch::Shared(spans.clone())
-            }
-        };
-        (0..copies).map(handle).collect()
+        (0..copies).map(|_| Batch::Shared { spans: spans.clone(), ids }).collect()
     }
 }
 

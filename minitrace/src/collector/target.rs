@@ -17,6 +17,11 @@ impl Target {
         Target { trace_id: [(trace_id.0 >> 64) as u64, trace_id.0 as u64], parent_id, collect_id }
     }
 
+    /// The same trace and buffer, under another parent.
+    pub(crate) fn with_parent(self, parent_id: SpanId) -> Target {
+        Target { parent_id, ..self }
+    }
+
     pub(crate) fn trace_id(&self) -> TraceId {
         TraceId(u128::from(self.trace_id[0]) << 64 | u128::from(self.trace_id[1]))
     }
@@ -32,9 +37,9 @@ impl Targets {
     /// The targets of a child of the span these targets belong to.
     pub(crate) fn with_parent(&self, parent_id: SpanId) -> Targets {
         match self {
-            Targets::One(target) => Targets::One(Target { parent_id, ..*target }),
+            Targets::One(target) => Targets::One(target.with_parent(parent_id)),
             Targets::Many(targets) => {
-                Targets::Many(targets.iter().map(|target| Target { parent_id, ..*target }).collect())
+                Targets::Many(targets.iter().map(|target| target.with_parent(parent_id)).collect())
             }
         }
     }

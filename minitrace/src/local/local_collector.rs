@@ -1,6 +1,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::collector::message::{Batch, IdMap};
 use crate::collector::target::Target;
 use crate::collector::{SpanContext, SpanRecord};
 use crate::local::raw_span::RawSpan;
@@ -101,7 +102,7 @@ impl LocalSpans {
         };
         let target = Target::new(parent.trace_id, parent.span_id, 0);
         let mut records = Vec::with_capacity(spans.len());
-        let batch = crate::collector::message::Batch::Shared(spans.clone());
+        let batch = Batch::Shared { spans: spans.clone(), ids: IdMap::Keep };
         crate::collector::assemble::into_records(
             vec![(batch, target)],
             &minstant::Anchor::new(),

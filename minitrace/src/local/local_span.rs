@@ -110,6 +110,8 @@ impl LocalSpan {
         I: IntoIterator<Item = (K, V)>,
         F: FnOnce() -> I,
     {
+        // Two looks at the thread's stack: the user's closure must run with
+        // the stack released (it may start spans itself), and only if needed.
         if crate::ENABLED && stack::has_open_local_span() {
             stack::add_properties_to_current(crate::util::properties(properties));
         }
