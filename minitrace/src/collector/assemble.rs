@@ -23,6 +23,13 @@ const MAX_SPARE_PARTS: usize = 1024;
 /// How long a finished trace's fate is remembered: as long as an open trace
 /// is kept, so that a late child follows its root's fate.
 const FATE_MEMORY: Duration = OPEN_TRACE_TIMEOUT;
+/// A batch is handed to the reporter once it holds this many spans (at a
+/// trace's end, so a trace is never split for it): ~0.6 MiB of records, so
+/// that they are still in cache when they are built, reported and dropped.
+/// A whole cycle's records in one vector, megabytes at high rates, would be
+/// written, read and dropped from memory: measured, a sixth more collector
+/// CPU per span.
+const REPORT_BATCH: usize = 4096;
 
 pub(crate) struct Collector {
     reporter: Box<dyn Reporter>,
@@ -137,6 +144,9 @@ impl Collector {
                     self.apply_drops();
                 }
                 self.finish_root(message, anchor);
+                if self.outbox.len() >= REPORT_BATCH {
+                    self.report();
+                }
             }
         }
     }
@@ -306,10 +316,18 @@ fn into_records_recycling(
                 events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
             }
             Batch::Local(mut spans) => {
-                out.reserve(spans.len());
                 prefetch(&spans);
-                for raw in spans.drain(..) {
-                    push_raw(raw, &target, IdMap::Keep, anchor, out, &mut events);
+                if spans.iter().any(RawSpan::is_event) {
+                    out.reserve(spans.len());
+                    for raw in spans.drain(..) {
+                        push_raw(raw, &target, IdMap::Keep, anchor, out, &mut events);
+                    }
+                } else {
+                    // The common case, spans only: `extend` over a drain
+                    // builds each record in place in `out` (measured: a
+                    // loop of `push` built it on the stack and copied it,
+                    // a tenth more collector CPU per span).
+                    out.extend(spans.drain(..).map(|raw| span_record(raw, &target, IdMap::Keep, anchor)));
                 }
                 emptied.push(spans);
             }
@@ -323,6 +341,7 @@ fn into_records_recycling(
     attach_events(&mut out[first..], events);
 }
 
+#[inline(always)]
 fn push_raw(
     raw: RawSpan,
     target: &Target,
@@ -331,17 +350,30 @@ fn push_raw(
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
 ) {
-    let parent_id =
-        if raw.parent_id == LINE_PARENT { target.parent_id } else { ids.apply(raw.parent_id, target) };
     if raw.is_event() {
-        events.push((parent_id, event_record(raw, anchor)));
+        events.push((parent_id(&raw, target, ids), event_record(raw, anchor)));
     } else {
-        let span_id = ids.apply(raw.id, target);
-        out.push(record(raw, target, span_id, parent_id, anchor));
+        out.push(span_record(raw, target, ids, anchor));
     }
 }
 
-#[inline]
+/// The id of a raw span's (or event's) parent in the record.
+#[inline(always)]
+fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
+    if raw.parent_id == LINE_PARENT {
+        target.parent_id
+    } else {
+        ids.apply(raw.parent_id, target)
+    }
+}
+
+#[inline(always)]
+fn span_record(raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
+    let (span_id, parent_id) = (ids.apply(raw.id, target), parent_id(&raw, target, ids));
+    record(raw, target, span_id, parent_id, anchor)
+}
+
+#[inline(always)]
 fn record(
     mut raw: RawSpan,
     target: &Target,

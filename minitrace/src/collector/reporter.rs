@@ -21,9 +21,12 @@ use crate::collector::SpanRecord;
 /// }
 /// ```
 pub trait Reporter: Send + 'static {
-    /// Delivers one batch. The spans of one trace may arrive over several
-    /// batches (with `report_before_root_finish`, or when children finish
-    /// after their root).
+    /// Delivers one batch: every `report_interval` (or [`flush`](crate::flush)),
+    /// the traces finished since, split into batches of about 4 096 spans
+    /// at trace boundaries so that the records are still in the CPU's cache
+    /// while they are reported. The spans of one trace may arrive over
+    /// several batches only with `report_before_root_finish`, or when
+    /// children finish after their root.
     ///
     /// ```
     /// use minitrace::collector::{Reporter, SpanRecord};
