@@ -70,6 +70,26 @@ fn one_microsecond_request(c: &mut Criterion) {
             })
         })
     });
+    // The floor under any tracer here: only the clock reads this
+    // workspace makes for the request (two per span), nothing recorded.
+    // A time-stamp counter read after a step stalls the step's overlap
+    // with the next, so the reads cost more here than back to back.
+    group.bench_function("clock reads only (untraced + 2 per span)", |b| {
+        b.iter_custom(|iters| {
+            untraced(iters, || {
+                let root = minstant::Instant::now_unordered();
+                let sum = (0..steps)
+                    .map(|_| {
+                        let start = minstant::Instant::now_unordered();
+                        let step = busy_work(work);
+                        criterion::black_box((start, minstant::Instant::now_unordered()));
+                        step
+                    })
+                    .sum::<u64>();
+                criterion::black_box((sum, root, minstant::Instant::now()));
+            })
+        })
+    });
     for &contender in all() {
         group.bench_function(contender.name(), |b| {
             b.iter_custom(|iters| {
