@@ -144,10 +144,12 @@ impl Collector {
                     self.apply_drops();
                 }
                 self.finish_root(message, anchor);
-                if self.outbox.len() >= REPORT_BATCH {
-                    self.report();
-                }
             }
+        }
+        // Between two messages the outbox holds only whole traces and late
+        // children of reported ones.
+        if self.outbox.len() >= REPORT_BATCH {
+            self.report();
         }
     }
 

@@ -26,6 +26,13 @@ const RING_CAPACITY: usize = 1 << 14;
 pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 1 << 17;
 const MESSAGE_COST: usize = MAX_SPANS_IN_FLIGHT / RING_CAPACITY;
 const WAKE_AT: usize = MAX_SPANS_IN_FLIGHT / 4;
+/// The collector returns budget to a producer after filing this much of its
+/// queue: once per sweep would be the fewest writes to the producer's
+/// counter, but a sweep can last as long as the producer keeps pushing.
+const CREDIT_EVERY: usize = WAKE_AT / 4;
+/// Turns over the rings in one sweep: bounded, so that a cycle (and a
+/// `flush` waiting for it) ends while producers keep pushing.
+const MAX_ROUNDS: usize = 64;
 /// Dropped messages remembered between two collector cycles.
 const MAX_DROPPED: usize = 1 << 20;
 
@@ -126,28 +133,46 @@ fn register_thread() -> ThreadQueue {
     ThreadQueue { producer, queued: 0, drained }
 }
 
-/// Hands every queued message to `file`, ring by ring. Rings of exited
-/// threads are removed once empty.
+/// Hands every queued message to `file`. Rings are taken in turns, each
+/// turn filing what its ring held when the turn began, so that a thread
+/// that keeps pushing cannot hold up the others: the roots on one thread
+/// must not wait behind the stream of their children on another, or every
+/// trace stays open, its parts pile up, and the collector falls behind.
+/// Rings of exited threads are removed once empty.
 pub(crate) fn drain(mut file: impl FnMut(Message)) {
     // Filed without holding the lock, so that a new thread's first span
     // does not wait for a whole sweep.
     let mut rings = std::mem::take(&mut *lock(&RINGS));
-    rings.retain_mut(|ring| {
-        let abandoned = ring.consumer.is_abandoned();
-        if abandoned {
-            // rtrb: the producer's last writes are visible only after this.
-            std::sync::atomic::fence(Ordering::Acquire);
+    for _ in 0..MAX_ROUNDS {
+        let mut filed = 0;
+        rings.retain_mut(|ring| {
+            let abandoned = ring.consumer.is_abandoned();
+            if abandoned {
+                // rtrb: the producer's last writes are visible only after this.
+                std::sync::atomic::fence(Ordering::Acquire);
+            }
+            let turn = ring.consumer.slots();
+            let mut drained = 0;
+            for message in ring.consumer.read_chunk(turn).into_iter().flatten() {
+                drained += message.span_count() + MESSAGE_COST;
+                file(message);
+                // Credited as it goes: during a long turn the producer
+                // would otherwise see its budget spent by messages already
+                // filed, and drop spans while its ring is nearly empty.
+                if drained >= CREDIT_EVERY {
+                    ring.drained.fetch_add(std::mem::take(&mut drained), Ordering::Relaxed);
+                }
+            }
+            if drained > 0 {
+                ring.drained.fetch_add(drained, Ordering::Relaxed);
+            }
+            filed += turn;
+            !abandoned
+        });
+        if filed == 0 {
+            break;
         }
-        let mut drained = 0;
-        while let Ok(message) = ring.consumer.pop() {
-            drained += message.span_count() + MESSAGE_COST;
-            file(message);
-        }
-        if drained > 0 {
-            ring.drained.fetch_add(drained, Ordering::Relaxed);
-        }
-        !abandoned
-    });
+    }
     let mut registered = lock(&RINGS);
     rings.append(&mut registered);
     *registered = rings;
@@ -167,4 +192,100 @@ pub(crate) fn take_dropped() -> Vec<Dropped> {
 /// consistent (each operation is a single push or drain), so keep going.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::collector::message::Batch;
+    use crate::collector::target::Target;
+    use crate::collector::{SpanId, TraceId};
+    use crate::local::raw_span::RawSpan;
+
+    fn message(role: Role) -> Message {
+        let raw = RawSpan::begin(SpanId(1), SpanId(0), "span".into(), minstant::Instant::now());
+        Message::new(Batch::Span(raw, None), Targets::One(Target::new(TraceId(1), SpanId(0), 1)), role)
+    }
+
+    // Without a reporter no collector thread runs in this test process, so
+    // `drain` in these tests is the only consumer; one test at a time, as
+    // `drain` takes every thread's messages.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn a_producer_kept_up_with_never_drops() {
+        let _serial = lock(&ONE_AT_A_TIME);
+        let budget = MAX_SPANS_IN_FLIGHT / (1 + MESSAGE_COST);
+        let before = crate::collector::stats().dropped_queue_full;
+        // Half the budget queued; then, from the same thread, one more
+        // message for each one filed, through four budgets' worth: what is
+        // in flight never exceeds half the budget.
+        let filed = std::thread::spawn(move || {
+            for _ in 0..budget / 2 {
+                submit(message(Role::Child));
+            }
+            let (mut filed, mut pushed) = (0, budget / 2);
+            loop {
+                let before = filed;
+                drain(|_| {
+                    filed += 1;
+                    if pushed < 4 * budget {
+                        submit(message(Role::Child));
+                        pushed += 1;
+                    }
+                });
+                if filed == before {
+                    return filed;
+                }
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(crate::collector::stats().dropped_queue_full, before);
+        assert_eq!(filed, 4 * budget);
+    }
+
+    #[test]
+    fn a_thread_that_keeps_pushing_does_not_hold_up_another_threads_root() {
+        let _serial = lock(&ONE_AT_A_TIME);
+        let (pushed, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let pusher = {
+            let (pushed, stop) = (pushed.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) && pushed.load(Ordering::Relaxed) < 40 * RING_CAPACITY {
+                    submit(message(Role::Child));
+                    pushed.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        // The pusher's ring is registered, and so swept, first.
+        while pushed.load(Ordering::Relaxed) < RING_CAPACITY / 2 {
+            std::hint::spin_loop();
+        }
+        submit(message(Role::Root));
+        let (mut children_before_root, mut root_seen) = (0, false);
+        drain(|message| match message.role {
+            Role::Root => {
+                root_seen = true;
+                stop.store(true, Ordering::Relaxed);
+            }
+            // A collector slower than the pusher, as under a slow reporter.
+            _ if !root_seen => {
+                children_before_root += 1;
+                let until = std::time::Instant::now() + std::time::Duration::from_micros(1);
+                while std::time::Instant::now() < until {}
+            }
+            _ => {}
+        });
+        stop.store(true, Ordering::Relaxed);
+        pusher.join().unwrap();
+        assert!(root_seen);
+        assert!(
+            children_before_root <= RING_CAPACITY,
+            "{children_before_root} children filed before the root (ring: {RING_CAPACITY})"
+        );
+    }
 }
