@@ -30,6 +30,9 @@ pub struct LocalSpan {
     _not_send: PhantomData<*const ()>,
 }
 
+// The handle travels in a register: see `LocalSpanHandle`.
+const _: () = assert!(std::mem::size_of::<LocalSpan>() <= 8);
+
 impl LocalSpan {
     /// Starts a span under the current local parent.
     ///

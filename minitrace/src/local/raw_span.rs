@@ -27,6 +27,8 @@ pub(crate) struct RawSpan {
     pub(crate) properties: Option<Box<Vec<Property>>>,
 }
 
+const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<RawSpan>() == 64);
+
 /// The id of every event: spans never get id 0.
 pub(crate) const EVENT: SpanId = SpanId(0);
 

@@ -14,7 +14,8 @@ pub(crate) struct SpanQueue {
     current: Option<usize>,
     /// Span ids are `id_base + index`: unique within the queue, and a random
     /// base keeps them apart from other queues' without a generator call
-    /// per span. Drawn with the first span (0 until then).
+    /// per span. Drawn with the first span (0 until then), below 2^63 so
+    /// that no id wraps to 0 and a span's index is its id minus the base.
     id_base: u64,
     /// Spans opened and not yet closed, and events: so that submitting a
     /// batch needs no pass over it to close spans or count them.
@@ -24,14 +25,8 @@ pub(crate) struct SpanQueue {
 
 /// More local spans than this under one parent are dropped and counted: a
 /// runaway loop must not eat the memory of the process it observes.
+/// Below 2^16, so that a span's index fits in a [`LocalSpan`](crate::local::LocalSpan)'s handle.
 pub(crate) const MAX_SPANS_PER_QUEUE: usize = 50_000;
-
-/// What a [`LocalSpan`](crate::local::LocalSpan) needs to close its span.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct QueueSlot {
-    pub(crate) index: usize,
-    pub(crate) parent: Option<usize>,
-}
 
 impl SpanQueue {
     /// An empty queue. It takes a (recycled) buffer and an id base only
@@ -49,46 +44,41 @@ impl SpanQueue {
         }
         if self.spans.capacity() == 0 {
             self.spans = span_buffers::take();
-            self.id_base = SpanId::random().0;
+            self.id_base = (SpanId::random().0 >> 1).max(1);
         }
         Some(())
     }
 
+    /// Opens a span under the innermost open one; returns its index.
     #[inline]
-    fn next_id(&self) -> SpanId {
-        match self.id_base.wrapping_add(self.spans.len() as u64) {
-            0 => SpanId(1),
-            id => SpanId(id),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn start_span(&mut self, name: Cow<'static, str>) -> Option<QueueSlot> {
+    pub(crate) fn start_span(&mut self, name: Cow<'static, str>) -> Option<usize> {
         if self.make_room().is_none() {
             stats::count_trace_too_large(1);
             return None;
         }
-        let parent = self.current;
         let index = self.spans.len();
-        let id = self.next_id();
+        let id = SpanId(self.id_base + index as u64);
         self.spans.push(RawSpan::begin(id, self.current_parent_id(), name, Clock::SameThread.now()));
         self.current = Some(index);
         self.open += 1;
-        Some(QueueSlot { index, parent })
+        Some(index)
     }
 
     /// Closes the span; the next span's parent becomes this span's parent.
     /// Spans closed out of order are each still closed at their own drop; the
     /// implicit parent then follows the most recent close.
     #[inline]
-    pub(crate) fn finish_span(&mut self, slot: QueueSlot) {
-        if let Some(span) = self.spans.get_mut(slot.index) {
+    pub(crate) fn finish_span(&mut self, index: usize) {
+        if let Some(span) = self.spans.get_mut(index) {
             if span.is_open() {
                 self.open -= 1;
             }
             span.end = Clock::SameThread.now();
+            self.current = match span.parent_id {
+                LINE_PARENT => None,
+                parent => Some((parent.0 - self.id_base) as usize),
+            };
         }
-        self.current = slot.parent;
     }
 
     #[inline]
