@@ -36,17 +36,25 @@ impl SpanQueue {
         SpanQueue { spans: Vec::new(), current: None, id_base: 0, open: 0, events: 0 }
     }
 
-    /// Room for one more entry, or `None` at the limit.
+    /// Spare capacity for one more entry, or `None` at the limit.
     #[inline]
     fn make_room(&mut self) -> Option<()> {
         if self.spans.len() >= MAX_SPANS_PER_QUEUE {
             return None;
         }
+        if self.spans.len() == self.spans.capacity() {
+            self.grow();
+        }
+        Some(())
+    }
+
+    #[cold]
+    fn grow(&mut self) {
         if self.spans.capacity() == 0 {
             self.spans = span_buffers::take();
             self.id_base = (SpanId::random().0 >> 1).max(1);
         }
-        Some(())
+        self.spans.reserve(1);
     }
 
     /// Opens a span under the innermost open one; returns its index.
@@ -57,8 +65,16 @@ impl SpanQueue {
             return None;
         }
         let index = self.spans.len();
-        let id = SpanId(self.id_base + index as u64);
-        self.spans.push(RawSpan::begin(id, self.current_parent_id(), name, Clock::SameThread.now()));
+        let (id, parent_id) = (SpanId(self.id_base + index as u64), self.current_parent_id());
+        // Written in place: `push` builds the span on the stack before its
+        // capacity check and then copies it, and reading back what was just
+        // stored in smaller pieces stalls (measured: a fifth of a local
+        // span's cost in a caller's crate).
+        let slot = &mut self.spans.spare_capacity_mut()[0];
+        slot.write(RawSpan::begin(id, parent_id, name, Clock::SameThread.now()));
+        // SAFETY: `make_room` left capacity for this entry, which is now
+        // initialised.
+        unsafe { self.spans.set_len(index + 1) };
         self.current = Some(index);
         self.open += 1;
         Some(index)
