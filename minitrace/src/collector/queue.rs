@@ -157,7 +157,8 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
             }
             let turn = ring.consumer.slots();
             let mut drained = 0;
-            for message in ring.consumer.read_chunk(turn).into_iter().flatten() {
+            // Popped one by one: each pop frees its slot for the producer at once.
+            for message in std::iter::from_fn(|| ring.consumer.pop().ok()).take(turn) {
                 drained += message.span_count() + MESSAGE_COST;
                 file(message);
                 // Credited as it goes: during a long turn the producer
