@@ -410,7 +410,7 @@ fn event_record(mut raw: RawSpan, anchor: &Anchor) -> EventRecord {
 /// root, the last record, as parent, and says so in a property.
 fn reparent_orphans(records: &mut [SpanRecord]) {
     let Some((root, children)) = records.split_last_mut() else { return };
-    let ids: std::collections::HashSet<SpanId> =
+    let ids: std::collections::HashSet<SpanId, BuildIdHasher> =
         children.iter().map(|r| r.span_id).chain([root.span_id]).collect();
     for child in children.iter_mut().filter(|child| !ids.contains(&child.parent_id)) {
         child.parent_id = root.span_id;
@@ -422,7 +422,7 @@ fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>)
     if events.is_empty() || records.is_empty() {
         return;
     }
-    let index: HashMap<SpanId, usize> = records.iter().enumerate().map(|(i, r)| (r.span_id, i)).collect();
+    let index: HashMap<SpanId, usize, BuildIdHasher> = records.iter().enumerate().map(|(i, r)| (r.span_id, i)).collect();
     let last = records.len() - 1;
     for (parent, event) in events {
         let at = index.get(&parent).copied().unwrap_or(last);
@@ -489,7 +489,10 @@ impl RecentFates {
 }
 
 /// Collect ids are already well spread (sequential within per-thread
-/// blocks), so hashing them is one multiply instead of SipHash.
+/// blocks), and span ids random or sequential from a random base, so hashing
+/// them is one multiply instead of SipHash: a lossy trace, whose records are
+/// all looked up to find orphans, must not cost the collector much more
+/// than a whole one, or losing spans makes it lose more.
 #[derive(Default, Clone, Copy)]
 struct IdHasher(u64);
 
