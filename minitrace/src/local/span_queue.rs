@@ -48,6 +48,8 @@ impl SpanQueue {
         Some(())
     }
 
+    /// The first entry takes a recycled buffer and draws the id base; later
+    /// ones, past the buffer's capacity, grow it.
     #[cold]
     fn grow(&mut self) {
         if self.spans.capacity() == 0 {
