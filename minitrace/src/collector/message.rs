@@ -18,8 +18,10 @@ pub(crate) enum Batch {
     /// A thread-safe span, with its events (out of line: most have none).
     #[allow(clippy::box_collection)]
     Span(RawSpan, Option<Box<Vec<RawSpan>>>),
-    /// The local spans recorded under a local parent guard.
-    Local(Vec<RawSpan>),
+    /// The local spans recorded under a local parent guard, and whether any
+    /// entry is an event (most batches have none, and are converted without
+    /// looking for them).
+    Local { spans: Vec<RawSpan>, events: bool },
     /// Spans shared by several targets: a [`LocalSpans`](crate::local::LocalSpans)
     /// batch (mounted with [`IdMap::PerParent`]), or one of the above sent
     /// to several parents.
@@ -61,7 +63,8 @@ impl Batch {
         let count_spans = |spans: &[RawSpan]| spans.iter().filter(|span| !span.is_event()).count();
         match self {
             Batch::Span(..) => 1,
-            Batch::Local(spans) => count_spans(spans),
+            Batch::Local { spans, events: false } => spans.len(),
+            Batch::Local { spans, events: true } => count_spans(spans),
             Batch::Shared { spans, .. } => count_spans(spans),
         }
     }
@@ -74,7 +77,7 @@ impl Batch {
                 spans.insert(0, raw);
                 (Arc::new(spans), IdMap::Keep)
             }
-            Batch::Local(spans) => (Arc::new(spans), IdMap::Keep),
+            Batch::Local { spans, .. } => (Arc::new(spans), IdMap::Keep),
             Batch::Shared { spans, ids } => (spans, ids),
         };
         (0..copies).map(|_| Batch::Shared { spans: spans.clone(), ids }).collect()

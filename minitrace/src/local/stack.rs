@@ -28,7 +28,13 @@ impl SpanLine {
         let (spans, count) = self.queue.take_all();
         match self.targets {
             Some(targets) if !spans.is_empty() => {
-                queue::submit(Message::with_count(Batch::Local(spans), targets, Role::Child, count));
+                let events = count < spans.len();
+                queue::submit(Message::with_count(
+                    Batch::Local { spans, events },
+                    targets,
+                    Role::Child,
+                    count,
+                ));
             }
             _ => span_buffers::give_back_locally(spans),
         }
