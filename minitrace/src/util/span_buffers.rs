@@ -44,10 +44,9 @@ pub(crate) fn take() -> Vec<RawSpan> {
             if cache.is_empty() && POOLED.load(Ordering::Relaxed) > 0 {
                 let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
                 let keep = pool.buffers.len().saturating_sub(REFILL);
-                let taken: Vec<_> = pool.buffers.drain(keep..).collect();
-                pool.capacity -= taken.iter().map(Vec::capacity).sum::<usize>();
+                pool.capacity -= pool.buffers[keep..].iter().map(Vec::capacity).sum::<usize>();
+                cache.extend(pool.buffers.drain(keep..));
                 POOLED.store(pool.buffers.len(), Ordering::Relaxed);
-                cache.extend(taken);
             }
             cache.pop()
         })
