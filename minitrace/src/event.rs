@@ -31,7 +31,7 @@ impl Event {
         F: FnOnce() -> I,
     {
         if crate::ENABLED && parent.is_recording() {
-            parent.add_event(name.into(), properties().into_iter().collect());
+            parent.add_event(name.into(), crate::util::properties(properties));
         }
     }
 
@@ -52,7 +52,7 @@ impl Event {
         // As in `LocalSpan::add_properties`: the closure runs only when
         // recording, and never while the thread's stack is borrowed.
         if crate::ENABLED && stack::has_line() {
-            stack::add_event(name.into(), properties().into_iter().collect());
+            stack::add_event(name.into(), crate::util::properties(properties));
         }
     }
 }

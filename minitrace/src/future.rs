@@ -56,7 +56,7 @@ pub trait FutureExt: Future + Sized {
     /// ```
     #[inline]
     fn in_span(self, span: Span) -> InSpan<Self> {
-        InSpan { inner: self, span: Some(span) }
+        InSpan { inner: self, span }
     }
 
     /// Records a local span named `name` around each poll of the future,
@@ -88,7 +88,9 @@ pin_project_lite::pin_project! {
     pub struct InSpan<T> {
         #[pin]
         inner: T,
-        span: Option<Span>,
+        // A `Span` can be empty itself: no `Option`, so that without
+        // `enable` a traced future is no larger than the untraced one.
+        span: Span,
     }
 }
 
@@ -97,12 +99,12 @@ impl<T: Future> Future for InSpan<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
         let this = self.project();
-        let guard = this.span.as_ref().map(Span::set_local_parent);
+        let guard = this.span.set_local_parent();
         let result = this.inner.poll(cx);
         drop(guard);
         if result.is_ready() {
             // The span ends when the future completes, not when it is dropped.
-            this.span.take();
+            drop(std::mem::take(this.span));
         }
         result
     }

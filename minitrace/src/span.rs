@@ -254,14 +254,19 @@ impl Span {
     /// ```
     #[inline]
     pub fn push_child_spans(&self, local_spans: LocalSpans) {
-        let (Some(inner), Some(spans)) = (self.inner.as_ref(), { local_spans }.spans.take()) else {
+        let (Some(inner), Some((spans, count))) = (self.inner.as_ref(), { local_spans }.spans.take()) else {
             return;
         };
         if spans.is_empty() {
             return;
         }
         let targets = inner.targets.with_parent(inner.raw.id);
-        queue::submit(Message::new(Batch::Shared { spans, ids: IdMap::PerParent }, targets, Role::Child));
+        queue::submit(Message::new(
+            Batch::Shared { spans, ids: IdMap::PerParent },
+            targets,
+            Role::Child,
+            count,
+        ));
     }
 
     /// Time since the span started; `None` for a no-op span.
@@ -312,7 +317,7 @@ impl Span {
     pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
         if let Some(inner) = self.inner.as_ref() {
             let event = RawSpan::event(inner.raw.id, name, properties);
-            let mut events = inner.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut events = crate::util::lock(&inner.events);
             events.get_or_insert_with(Default::default).push(event);
         }
     }
@@ -334,7 +339,7 @@ impl Drop for Span {
             let SpanInner { mut raw, targets, role, events } = inner;
             raw.end = Clock::AnyThread.now();
             let events = events.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-            queue::submit(Message::new(Batch::Span(raw, events), targets, role));
+            queue::submit(Message::new(Batch::Span(raw, events), targets, role, 1));
         }
     }
 }
@@ -359,8 +364,8 @@ pub struct LocalParentGuard {
 impl Drop for LocalParentGuard {
     #[inline]
     fn drop(&mut self) {
-        if let Some(line) = self.epoch.take().and_then(stack::pop_line) {
-            line.submit();
+        if let Some(epoch) = self.epoch.take() {
+            stack::close_line(epoch);
         }
     }
 }

@@ -39,6 +39,10 @@ pub extern "C" fn traced_by_macro(x: u64) -> u64 {
 const _: () = assert!(std::mem::size_of::<Span>() == 0);
 const _: () = assert!(std::mem::size_of::<LocalSpan>() == 0);
 const _: () = assert!(std::mem::size_of::<minitrace::local::LocalParentGuard>() == 0);
+const _: () = assert!(
+    std::mem::size_of::<minitrace::future::InSpan<std::future::Ready<u64>>>()
+        == std::mem::size_of::<std::future::Ready<u64>>()
+);
 "#;
 
 /// The instructions of `name` in an assembly listing. Identical functions

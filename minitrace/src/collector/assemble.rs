@@ -160,16 +160,18 @@ impl Collector {
             if dropped.root {
                 if let Some(trace) = self.open.remove(&dropped.collect_id) {
                     stats::count_queue_full(trace.unreported);
+                    self.retire(trace.parts);
                 }
                 self.finished.insert(dropped.collect_id, Fate::RootDropped, self.now);
             } else if self.finished.get(dropped.collect_id).is_none() {
-                let spare = &mut self.spare_parts;
-                let now = self.now;
-                let trace = self
-                    .open
-                    .entry(dropped.collect_id)
-                    .or_insert_with(|| OpenTrace::new(spare.pop().unwrap_or_default(), now));
-                trace.lossy = true;
+                match self.open.get_mut(&dropped.collect_id) {
+                    Some(trace) => trace.lossy = true,
+                    None => {
+                        let mut trace = self.new_trace();
+                        trace.lossy = true;
+                        self.open.insert(dropped.collect_id, trace);
+                    }
+                }
             }
         }
     }
@@ -210,13 +212,19 @@ impl Collector {
             Some(Fate::Reported) => {
                 into_records_recycling([(batch, target)], anchor, &mut self.outbox, &mut self.emptied)
             }
-            Some(Fate::Discarded) => stats::count_sampled_out(spans),
-            Some(Fate::RootDropped) => stats::count_queue_full(spans),
+            Some(Fate::Discarded) => {
+                stats::count_sampled_out(spans);
+                self.recycle(batch);
+            }
+            Some(Fate::RootDropped) => {
+                stats::count_queue_full(spans);
+                self.recycle(batch);
+            }
             None => {
                 // A new trace: typically its root is the next message from
                 // the same thread, so it waits in the fast slot, not the map.
                 self.park_pending();
-                let mut trace = OpenTrace::new(self.spare_parts.pop().unwrap_or_default(), self.now);
+                let mut trace = self.new_trace();
                 trace.add(batch, target, spans, &self.config);
                 self.pending = Some((target.collect_id, trace));
             }
@@ -238,23 +246,20 @@ impl Collector {
             (Batch::Span(raw, _), Some(threshold)) => raw.end.duration_since(raw.begin) < threshold,
             _ => false,
         };
+        let mut parts = trace.map_or_else(|| self.new_trace().parts, |trace| trace.parts);
         let fate = if root.role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(spans);
             Fate::Discarded
         } else {
-            let mut parts =
-                trace.map_or_else(|| self.spare_parts.pop().unwrap_or_default(), |trace| trace.parts);
             parts.push((root.batch, target));
             let first = self.outbox.len();
             into_records_recycling(parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
             if lossy {
                 reparent_orphans(&mut self.outbox[first..]);
             }
-            if self.spare_parts.len() < MAX_SPARE_PARTS {
-                self.spare_parts.push(parts);
-            }
             Fate::Reported
         };
+        self.retire(parts);
         self.finished.insert(target.collect_id, fate, self.now);
     }
 
@@ -270,10 +275,35 @@ impl Collector {
             .map(|(&id, _)| id)
             .collect();
         for id in stale {
-            if let Some(trace) = self.open.remove(&id) {
-                into_records_recycling(trace.parts, anchor, &mut self.outbox, &mut self.emptied);
+            if let Some(mut trace) = self.open.remove(&id) {
+                into_records_recycling(trace.parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
+                self.retire(trace.parts);
                 self.finished.insert(id, Fate::Reported, now);
             }
+        }
+    }
+
+    /// A trace, with a reused parts buffer.
+    fn new_trace(&mut self) -> OpenTrace {
+        OpenTrace::new(self.spare_parts.pop().unwrap_or_default(), self.now)
+    }
+
+    /// Done with a trace's parts, reported or not: their local span buffers
+    /// go back to the traced threads (not freed here, across threads), and
+    /// the parts buffer is kept for the next trace.
+    fn retire(&mut self, mut parts: Vec<(Batch, Target)>) {
+        for (batch, _) in parts.drain(..) {
+            self.recycle(batch);
+        }
+        if self.spare_parts.len() < MAX_SPARE_PARTS {
+            self.spare_parts.push(parts);
+        }
+    }
+
+    /// A batch that will not be converted: its buffer is still recycled.
+    fn recycle(&mut self, batch: Batch) {
+        if let Batch::Local { spans, .. } = batch {
+            self.emptied.push(spans);
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use crate::collector::assemble::Collector;
 use crate::collector::{Config, Reporter};
+use crate::util::lock;
 
 static REPORTER_SET: AtomicBool = AtomicBool::new(false);
 static CONTROL: Mutex<Control> = Mutex::new(Control {
@@ -63,7 +64,7 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
     if !crate::ENABLED {
         return;
     }
-    let mut control = lock_control();
+    let mut control = lock(&CONTROL);
     // A reporter set but not yet installed is replaced; it is dropped after
     // the lock is released, as its `Drop` may end spans.
     let replaced = control.pending.replace((Box::new(reporter), config));
@@ -72,8 +73,9 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
             Ok(_) => control.started = true,
             Err(error) => {
                 // Spans stay no-ops (and counted) until a later call succeeds.
-                control.pending = None;
+                let not_installed = control.pending.take();
                 drop(control);
+                drop(not_installed);
                 eprintln!("minitrace: cannot start the collector thread, spans are not recorded: {error}");
                 return;
             }
@@ -106,7 +108,7 @@ pub fn flush() {
     if !crate::ENABLED || !reporter_is_set() || ON_COLLECTOR_THREAD.with(Cell::get) {
         return;
     }
-    wait_for_cycle(lock_control());
+    wait_for_cycle(lock(&CONTROL));
 }
 
 /// Asks the collector thread for a cycle (which also installs a pending
@@ -126,7 +128,7 @@ fn wait_for_cycle(mut control: MutexGuard<'static, Control>) {
 
 /// Makes the collector thread start a cycle now.
 pub(crate) fn wake_collector() {
-    lock_control().wake_early = true;
+    lock(&CONTROL).wake_early = true;
     WAKE.notify_one();
 }
 
@@ -135,7 +137,7 @@ fn run_collector() {
     let mut collector: Option<Collector> = None;
     loop {
         let (pending, flush_target) = {
-            let mut control = lock_control();
+            let mut control = lock(&CONTROL);
             // At least 100 µs, so that a zero interval does not spin.
             let interval = collector
                 .as_ref()
@@ -163,14 +165,10 @@ fn run_collector() {
                 }
             }
         }
-        let mut control = lock_control();
+        let mut control = lock(&CONTROL);
         control.flushes_done = flush_target;
         FLUSHED.notify_all();
     }
-}
-
-fn lock_control() -> MutexGuard<'static, Control> {
-    CONTROL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // Blocks start at multiples of `ID_BLOCK` (id 0 stays unused), so that each

@@ -59,16 +59,6 @@ pub(crate) enum Role {
 }
 
 impl Batch {
-    pub(crate) fn span_count(&self) -> usize {
-        let count_spans = |spans: &[RawSpan]| spans.iter().filter(|span| !span.is_event()).count();
-        match self {
-            Batch::Span(..) => 1,
-            Batch::Local { spans, events: false } => spans.len(),
-            Batch::Local { spans, events: true } => count_spans(spans),
-            Batch::Shared { spans, .. } => count_spans(spans),
-        }
-    }
-
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, ids) = match self {
@@ -85,13 +75,9 @@ impl Batch {
 }
 
 impl Message {
-    pub(crate) fn new(batch: Batch, targets: Targets, role: Role) -> Message {
-        let spans_per_target = batch.span_count();
-        Message::with_count(batch, targets, role, spans_per_target)
-    }
-
-    /// For a batch whose spans (events excluded) were counted as recorded.
-    pub(crate) fn with_count(batch: Batch, targets: Targets, role: Role, spans_per_target: usize) -> Message {
+    /// `spans_per_target`: the spans in `batch`, events excluded, counted
+    /// as they were recorded rather than by a pass over the batch.
+    pub(crate) fn new(batch: Batch, targets: Targets, role: Role, spans_per_target: usize) -> Message {
         Message { batch, targets, role, spans_per_target }
     }
 

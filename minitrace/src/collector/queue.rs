@@ -10,13 +10,14 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::collector::message::{Message, Role};
 use crate::collector::target::Targets;
 use crate::collector::{global, stats};
+use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
 const RING_CAPACITY: usize = 1 << 14;
@@ -85,7 +86,7 @@ pub(crate) fn submit(message: Message) {
 }
 
 fn enqueue(queue: &mut ThreadQueue, message: Message) {
-    let cost = message.span_count() + MESSAGE_COST;
+    let cost = cost(&message);
     let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
     if in_flight + cost > MAX_SPANS_IN_FLIGHT {
         return count_dropped(message);
@@ -101,6 +102,11 @@ fn enqueue(queue: &mut ThreadQueue, message: Message) {
         }
         Err(rtrb::PushError::Full(message)) => count_dropped(message),
     }
+}
+
+/// A message's share of its thread's budget.
+fn cost(message: &Message) -> usize {
+    message.span_count() + MESSAGE_COST
 }
 
 fn count_dropped(message: Message) {
@@ -148,7 +154,7 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
     // does not wait for a whole sweep.
     let mut rings = std::mem::take(&mut *lock(&RINGS));
     for _ in 0..MAX_ROUNDS {
-        let mut filed = 0;
+        let mut filed_any = false;
         rings.retain_mut(|ring| {
             let abandoned = ring.consumer.is_abandoned();
             if abandoned {
@@ -159,7 +165,7 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
             let mut drained = 0;
             // Popped one by one: each pop frees its slot for the producer at once.
             for message in std::iter::from_fn(|| ring.consumer.pop().ok()).take(turn) {
-                drained += message.span_count() + MESSAGE_COST;
+                drained += cost(&message);
                 file(message);
                 // Credited as it goes: during a long turn the producer
                 // would otherwise see its budget spent by messages already
@@ -171,10 +177,10 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
             if drained > 0 {
                 ring.drained.fetch_add(drained, Ordering::Relaxed);
             }
-            filed += turn;
+            filed_any |= turn > 0;
             !abandoned
         });
-        if filed == 0 {
+        if !filed_any {
             break;
         }
     }
@@ -193,17 +199,8 @@ pub(crate) fn take_dropped() -> Vec<Dropped> {
     std::mem::take(&mut *dropped)
 }
 
-/// A panic elsewhere while holding one of these locks leaves the data
-/// consistent (each operation is a single push or drain), so keep going.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Arc;
-
     use super::*;
     use crate::collector::message::Batch;
     use crate::collector::target::Target;
@@ -212,7 +209,7 @@ mod tests {
 
     fn message(role: Role) -> Message {
         let raw = RawSpan::begin(SpanId(1), SpanId(0), "span".into(), minstant::Instant::now());
-        Message::new(Batch::Span(raw, None), Targets::One(Target::new(TraceId(1), SpanId(0), 1)), role)
+        Message::new(Batch::Span(raw, None), Targets::One(Target::new(TraceId(1), SpanId(0), 1)), role, 1)
     }
 
     // Without a reporter no collector thread runs in this test process, so
@@ -225,14 +222,16 @@ mod tests {
         let _serial = lock(&ONE_AT_A_TIME);
         let budget = MAX_SPANS_IN_FLIGHT / (1 + MESSAGE_COST);
         let before = crate::collector::stats().dropped_queue_full;
-        // Half the budget queued; then, from the same thread, one more
-        // message for each one filed, through four budgets' worth: what is
-        // in flight never exceeds half the budget.
+        // Three quarters of the budget queued; then, from the same thread,
+        // one more message for each one filed, through four budgets' worth:
+        // what is in flight never exceeds three quarters of the budget, but
+        // a turn files that much and pushes as much again, so budget
+        // returned only at the end of a turn would overflow it.
         let filed = std::thread::spawn(move || {
-            for _ in 0..budget / 2 {
+            for _ in 0..3 * budget / 4 {
                 submit(message(Role::Child));
             }
-            let (mut filed, mut pushed) = (0, budget / 2);
+            let (mut filed, mut pushed) = (0, 3 * budget / 4);
             loop {
                 let before = filed;
                 drain(|_| {
@@ -256,37 +255,32 @@ mod tests {
     #[test]
     fn a_thread_that_keeps_pushing_does_not_hold_up_another_threads_root() {
         let _serial = lock(&ONE_AT_A_TIME);
-        let (pushed, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
-        let pusher = {
-            let (pushed, stop) = (pushed.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) && pushed.load(Ordering::Relaxed) < 40 * RING_CAPACITY {
-                    submit(message(Role::Child));
-                    pushed.fetch_add(1, Ordering::Relaxed);
+        // The pusher queues a quarter of its ring, then another thread the
+        // root; the pusher then sweeps, queueing one more child for each
+        // child filed, so its own ring never empties. Swept until empty, its
+        // ring would hold the root back until the pusher stops at 8 rings'
+        // worth; taken in turns, the root comes after at most one turn.
+        let (root_seen, children_before_root) = std::thread::spawn(|| {
+            for _ in 0..RING_CAPACITY / 4 {
+                submit(message(Role::Child));
+            }
+            std::thread::spawn(|| submit(message(Role::Root))).join().unwrap();
+            let (mut pushed, mut children_before_root, mut root_seen) = (RING_CAPACITY / 4, 0, false);
+            drain(|filed| match filed.role {
+                Role::Root => root_seen = true,
+                _ if !root_seen => {
+                    children_before_root += 1;
+                    if pushed < 8 * RING_CAPACITY {
+                        submit(message(Role::Child));
+                        pushed += 1;
+                    }
                 }
-            })
-        };
-        // The pusher's ring is registered, and so swept, first.
-        while pushed.load(Ordering::Relaxed) < RING_CAPACITY / 2 {
-            std::hint::spin_loop();
-        }
-        submit(message(Role::Root));
-        let (mut children_before_root, mut root_seen) = (0, false);
-        drain(|message| match message.role {
-            Role::Root => {
-                root_seen = true;
-                stop.store(true, Ordering::Relaxed);
-            }
-            // A collector slower than the pusher, as under a slow reporter.
-            _ if !root_seen => {
-                children_before_root += 1;
-                let until = std::time::Instant::now() + std::time::Duration::from_micros(1);
-                while std::time::Instant::now() < until {}
-            }
-            _ => {}
-        });
-        stop.store(true, Ordering::Relaxed);
-        pusher.join().unwrap();
+                _ => {}
+            });
+            (root_seen, children_before_root)
+        })
+        .join()
+        .unwrap();
         assert!(root_seen);
         assert!(
             children_before_root <= RING_CAPACITY,

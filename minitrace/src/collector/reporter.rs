@@ -96,7 +96,7 @@ impl TestReporter {
 impl Reporter for TestReporter {
     fn report(&mut self, spans: &[SpanRecord]) {
         // A test that panicked while holding the lock must not stop reporting.
-        let mut all = self.spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut all = crate::util::lock(&self.spans);
         all.extend_from_slice(spans);
     }
 }

@@ -42,7 +42,9 @@ pub struct LocalCollector {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct LocalSpans {
-    pub(crate) spans: Recording<Arc<Vec<RawSpan>>>,
+    /// The spans, and how many of them are spans rather than events (counted
+    /// as recorded, so that mounting the batch needs no pass over it).
+    pub(crate) spans: Recording<(Arc<Vec<RawSpan>>, usize)>,
 }
 
 impl LocalCollector {
@@ -68,7 +70,10 @@ impl LocalCollector {
     /// ```
     #[inline]
     pub fn collect(mut self) -> LocalSpans {
-        let spans = self.epoch.take().and_then(stack::pop_line).map(|line| Arc::new(line.take_spans()));
+        let spans = self.epoch.take().and_then(stack::pop_line).map(|line| {
+            let (spans, count) = line.take_spans();
+            (Arc::new(spans), count)
+        });
         LocalSpans { spans: recording(spans) }
     }
 }
@@ -78,7 +83,7 @@ impl Drop for LocalCollector {
     #[inline]
     fn drop(&mut self) {
         if let Some(epoch) = self.epoch.take() {
-            drop(stack::pop_line(epoch));
+            stack::close_line(epoch);
         }
     }
 }
@@ -97,17 +102,13 @@ impl LocalSpans {
     /// assert_eq!(records.len(), 1);
     /// ```
     pub fn to_span_records(&self, parent: SpanContext) -> Vec<SpanRecord> {
-        let Some(spans) = self.spans.as_ref() else {
+        let Some((spans, _)) = self.spans.as_ref() else {
             return Vec::new();
         };
         let target = Target::new(parent.trace_id, parent.span_id, 0);
         let mut records = Vec::with_capacity(spans.len());
         let batch = Batch::Shared { spans: spans.clone(), ids: IdMap::Keep };
-        crate::collector::assemble::into_records(
-            vec![(batch, target)],
-            &minstant::Anchor::new(),
-            &mut records,
-        );
+        crate::collector::assemble::into_records([(batch, target)], &minstant::Anchor::new(), &mut records);
         records
     }
 }

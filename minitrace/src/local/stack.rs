@@ -29,19 +29,15 @@ impl SpanLine {
         match self.targets {
             Some(targets) if !spans.is_empty() => {
                 let events = count < spans.len();
-                queue::submit(Message::with_count(
-                    Batch::Local { spans, events },
-                    targets,
-                    Role::Child,
-                    count,
-                ));
+                queue::submit(Message::new(Batch::Local { spans, events }, targets, Role::Child, count));
             }
             _ => span_buffers::give_back_locally(spans),
         }
     }
 
-    pub(crate) fn take_spans(mut self) -> Vec<RawSpan> {
-        self.queue.take_all().0
+    /// Everything recorded, and how many entries are spans (not events).
+    pub(crate) fn take_spans(mut self) -> (Vec<RawSpan>, usize) {
+        self.queue.take_all()
     }
 }
 
@@ -101,6 +97,14 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
         stack.lines.push(SpanLine { epoch, queue, targets });
         epoch
     })
+}
+
+/// Removes a line and sends what it recorded to its targets (a collector's
+/// line, whose spans are not wanted, only gives its buffer back).
+pub(crate) fn close_line(epoch: u64) {
+    if let Some(line) = pop_line(epoch) {
+        line.submit();
+    }
 }
 
 /// Removes a line (normally the top one; guards dropped out of order are
@@ -171,9 +175,16 @@ pub(crate) fn current_targets() -> Option<Targets> {
 }
 
 pub(crate) fn current_context() -> Option<SpanContext> {
-    let targets = current_targets()?;
-    let target = targets.first();
-    Some(SpanContext::new(target.trace_id(), target.parent_id))
+    with_stack(|stack| {
+        let line = stack.lines.last()?;
+        let target = line.targets.as_ref()?.first();
+        let parent_id = match line.queue.current_parent_id() {
+            LINE_PARENT => target.parent_id,
+            local_parent => local_parent,
+        };
+        Some(SpanContext::new(target.trace_id(), parent_id))
+    })
+    .flatten()
 }
 
 impl Drop for LocalStack {

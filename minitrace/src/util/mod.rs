@@ -16,8 +16,16 @@ pub(crate) mod span_buffers;
 pub mod tree;
 
 use std::borrow::Cow;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::collector::record::Property;
+
+/// Locks a mutex of this crate. A panic elsewhere while holding one (each
+/// critical section is a single push, take or swap) leaves the data
+/// consistent, so a poisoned lock is used as it is.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Evaluates a user's properties closure into owned pairs.
 pub(crate) fn properties<K, V, I, F>(properties: F) -> Vec<Property>

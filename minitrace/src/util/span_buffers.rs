@@ -42,7 +42,7 @@ pub(crate) fn take() -> Vec<RawSpan> {
             // The pool's length is mirrored in an atomic, so that an empty
             // pool costs a load, not the shared lock.
             if cache.is_empty() && POOLED.load(Ordering::Relaxed) > 0 {
-                let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+                let mut pool = crate::util::lock(&POOL);
                 let keep = pool.buffers.len().saturating_sub(REFILL);
                 pool.capacity -= pool.buffers[keep..].iter().map(Vec::capacity).sum::<usize>();
                 cache.extend(pool.buffers.drain(keep..));
@@ -75,7 +75,7 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
     if buffers.is_empty() {
         return;
     }
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pool = crate::util::lock(&POOL);
     for mut buffer in buffers.drain(..) {
         let capacity = buffer.capacity();
         if capacity <= MAX_KEPT_CAPACITY && pool.capacity + capacity <= POOL_CAPACITY {
