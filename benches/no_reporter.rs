@@ -19,20 +19,18 @@
 mod contenders;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use minitrace_suite::traced_workloads;
 
+// The contenders' workload modules only: their `install()` (which sets a
+// reporter) is never called in this bench, so no reporter is ever set.
+use contenders::with_minitrace::{fastrace_07, ours, v067};
 use contenders::{with_otel, with_tracing};
-
-traced_workloads!(ours, minitrace);
-traced_workloads!(minitrace_0_6_7, minitrace_067);
-traced_workloads!(fastrace_0_7, fastrace);
 
 fn no_reporter(c: &mut Criterion) {
     let mut group = c.benchmark_group("no reporter, 1 root + 100 local spans");
     group.throughput(Throughput::Elements(101));
-    group.bench_function(contenders::OURS, |b| b.iter(|| ours::wide(100)));
-    group.bench_function("minitrace 0.6.7", |b| b.iter(|| minitrace_0_6_7::wide(100)));
-    group.bench_function("fastrace 0.7", |b| b.iter(|| fastrace_0_7::wide(100)));
+    group.bench_function(contenders::OURS, |b| b.iter(|| ours::workloads::wide(100)));
+    group.bench_function("minitrace 0.6.7", |b| b.iter(|| v067::workloads::wide(100)));
+    group.bench_function("fastrace 0.7", |b| b.iter(|| fastrace_07::workloads::wide(100)));
     // No subscriber was ever set in this process: tracing's `NoSubscriber`.
     group.bench_function("tracing 0.1, no subscriber", |b| b.iter(|| with_tracing::wide(100)));
     let tracer = opentelemetry::global::tracer("bench");

@@ -74,7 +74,8 @@ GROUP_NOTES = {
     "untraced machine code.",
     "now": "Reading each clock once.",
     "queue to the collector, 2 producers": "The queue from traced threads to the collector: a ring per "
-    "thread (what minitrace uses) against one shared channel.",
+    "thread (what minitrace uses) against one shared channel; wall time until the consumer has drained "
+    "every message.",
 }
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
@@ -411,8 +412,9 @@ def main():
         "hand it to a reporter or exporter that discards it. Each number is the median, over criterion's "
         "samples, of the CPU time of the **whole process** (all threads, collector and export threads "
         "included) per iteration, over batches that end with the library's flush, so collection work is "
-        "charged to the library that causes it wherever it runs (the no-reporter and clock groups, where "
-        "nothing runs elsewhere, use wall time). Ratios are to this workspace's row in the same group: "
+        "charged to the library that causes it wherever it runs. Three groups use wall time instead: the "
+        "no-reporter and clock groups, where nothing runs elsewhere, and the queue group, timed from the "
+        "producers' start until the consumer has drained every message. Ratios are to this workspace's row in the same group: "
         "below ×1 is faster than this workspace, above is slower. Compare within one run only.",
         "",
     ]

@@ -14,10 +14,28 @@ impl Reporter for SlowReporter {
     }
 }
 
+/// The page size, from `getconf` (minitrace has no libc dependency to ask
+/// `sysconf` directly); read once, before any sampling.
+fn page_size() -> u64 {
+    static PAGE_SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE_SIZE.get_or_init(|| {
+        let output = std::process::Command::new("getconf").arg("PAGESIZE").output().expect("run getconf");
+        assert!(output.status.success(), "getconf PAGESIZE failed: {output:?}");
+        let text = String::from_utf8(output.stdout).expect("getconf output is UTF-8");
+        text.trim().parse().expect("getconf PAGESIZE prints a number")
+    })
+}
+
 fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
-    pages * 4096
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .expect("/proc/self/statm has a resident field")
+        .parse()
+        .expect("/proc/self/statm's resident field is a number");
+    assert!(pages > 0, "no resident pages in /proc/self/statm: {statm:?}");
+    pages * page_size()
 }
 
 fn produce(spans: usize) {
@@ -42,6 +60,7 @@ fn memory_stays_flat_with_a_slow_reporter() {
 
     minitrace::set_reporter(SlowReporter, Config::default());
     let before = minitrace::collector::stats();
+    page_size();
     // Two long-lived producer threads (a service's workers); resident memory
     // is sampled after each of twenty rounds of 1M spans.
     let round_done = std::sync::Arc::new(std::sync::Barrier::new(3));
