@@ -94,17 +94,24 @@ fn every_span_is_reported_once_or_counted() {
     println!("expected {expected}, reported {reported}, dropped {dropped}");
     assert_eq!(reported as u64 + dropped, expected as u64);
 
+    let mut whole = 0;
     for records in by_trace.values() {
         // Duplicates are a bug whether or not anything was dropped.
         let ids: HashSet<SpanId> = records.iter().map(|r| r.span_id).collect();
         assert_eq!(ids.len(), records.len(), "a span reported twice");
-        // A dropped span may be some reported span's parent, so the links
-        // can only be checked when nothing was dropped.
         if dropped == 0 {
             assert_eq!(records.len(), RECORDS_PER_ROOT);
+        }
+        // A dropped span may be some reported span's parent, so the links
+        // are checked in every trace that lost nothing: under this load
+        // some traces usually lose spans, but most arrive whole.
+        if records.len() == RECORDS_PER_ROOT {
             let owned: Vec<SpanRecord> = records.iter().map(|&r| r.clone()).collect();
             // Only the root may have a parent outside the trace.
             common::assert_linked(&owned);
+            whole += 1;
         }
     }
+    println!("{whole} of {} traces arrived whole, their links checked", by_trace.len());
+    assert!(whole > 0, "no trace arrived whole: the links were never checked");
 }
