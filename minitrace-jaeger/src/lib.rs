@@ -497,10 +497,14 @@ impl Counters {
         }
     }
 
+    /// The counters sent in each `Batch`: this reporter's losses, and the
+    /// spans that minitrace dropped at a full queue (process-wide: minitrace
+    /// has one collector, so they would have come to this reporter).
     fn client_stats(&self) -> ClientStats {
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
+        let saturating = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
+        let read = |counter: &AtomicU64| saturating(counter.load(Ordering::Relaxed));
         ClientStats {
-            full_queue_dropped_spans: 0,
+            full_queue_dropped_spans: saturating(minitrace::collector::stats().dropped_queue_full),
             too_large_dropped_spans: read(&self.spans_too_large),
             failed_to_emit_spans: read(&self.spans_failed),
         }

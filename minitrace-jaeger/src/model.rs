@@ -37,6 +37,12 @@ const LIST_HEADER_GROWTH: usize = 5;
 /// that every length fits the Binary protocol's i32.
 const MAX_STRING_BYTES: usize = i32::MAX as usize / 2;
 
+/// The `seq_no` whose encoding is the longest: as `Batch.seqNo`, an i64 that
+/// takes 10 bytes as a Compact zigzag varint (any value below -2^62 does);
+/// as the Compact message's sequence id, its low 32 bits, here all ones,
+/// which take 5 bytes as a plain varint (`i64::MIN` alone would take 1).
+const WIDEST_SEQ_NO: i64 = i64::MIN | 0xffff_ffff;
+
 /// `Batch.process`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Process {
@@ -45,7 +51,9 @@ pub(crate) struct Process {
     pub(crate) tags: Vec<(String, String)>,
 }
 
-/// `Batch.stats` (`ClientStats`): counters since the reporter started.
+/// `Batch.stats` (`ClientStats`): counters since the reporter started, but
+/// `full_queue_dropped_spans`, which is minitrace's process-wide count of
+/// spans dropped at a full queue (`Stats::dropped_queue_full`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ClientStats {
     pub(crate) full_queue_dropped_spans: i64,
@@ -254,7 +262,7 @@ impl<W: Wire> Encoder<W> {
             failed_to_emit_spans: i64::MIN,
         };
         let mut empty = W::default();
-        batch_message(&mut empty, &process, &[], 0, i64::MIN, Some(&widest));
+        batch_message(&mut empty, &process, &[], 0, WIDEST_SEQ_NO, Some(&widest));
         let overhead = empty.buf().len() + LIST_HEADER_GROWTH;
         Encoder {
             process,
@@ -363,6 +371,28 @@ pub(crate) mod tests {
         let outcome =
             encoder.encode(records, &mut seq, ClientStats::default, |bytes, n| out.push((bytes.to_vec(), n)));
         (out, outcome)
+    }
+
+    /// The length of an empty message numbered `seq_no`.
+    fn empty_message_len<W: Wire>(seq_no: i64) -> usize {
+        let mut w = W::default();
+        batch_message(&mut w, b"process", &[], 0, seq_no, Some(&ClientStats::default()));
+        w.buf().len()
+    }
+
+    #[test]
+    fn the_widest_seq_no_is_the_widest_in_both_encodings() {
+        let widest =
+            (empty_message_len::<Compact>(WIDEST_SEQ_NO), empty_message_len::<Binary>(WIDEST_SEQ_NO));
+        for seq_no in
+            [0, 1, -1, 1 << 28, i32::MIN as i64, i32::MAX as i64, u32::MAX as i64, i64::MAX, i64::MIN]
+        {
+            assert!(empty_message_len::<Compact>(seq_no) <= widest.0, "{seq_no}");
+            assert!(empty_message_len::<Binary>(seq_no) <= widest.1, "{seq_no}");
+        }
+        // Both parts are at their widest: an i64 seqNo of 10 bytes and a
+        // sequence id of 5, where `i64::MIN` gives 1.
+        assert_eq!(widest.0, empty_message_len::<Compact>(i64::MIN) + 4);
     }
 
     #[test]

@@ -219,7 +219,7 @@ impl Protocol for Binary {
 
     fn string(&mut self, value: &str) {
         // Lengths beyond i32 cannot be encoded; the model keeps every string
-        // far below that (see `model::Limits`).
+        // far below that (see `MAX_STRING_BYTES` in `model.rs`).
         self.i32(value.len() as i32);
         self.buf.extend_from_slice(value.as_bytes());
     }

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use minitrace::collector::{stats, Reporter, SpanId, SpanRecord, TraceId};
 use minitrace_jaeger::JaegerReporter;
@@ -36,13 +36,11 @@ fn an_absent_agent_is_counted() {
     let before = stats().dropped_by_reporter;
     let mut reporter = JaegerReporter::new(closed_port(), "failing").unwrap();
     let handle = reporter.stats();
-    let started = Instant::now();
     for _ in 0..20 {
         reporter.report(&records(10, 10));
         // Let the ICMP "port unreachable" come back before the next send.
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(started.elapsed() < Duration::from_secs(5));
     let lost = handle.get().spans_failed;
     // Every datagram but possibly the last is seen to be refused.
     assert!(lost >= 190, "{:?}", handle.get());
@@ -50,15 +48,15 @@ fn an_absent_agent_is_counted() {
 }
 
 #[test]
-fn an_absent_collector_is_counted_quickly() {
+fn an_absent_collector_is_counted() {
+    // A refused connection fails at once, with no timeout and no back-off
+    // (see the unit tests of the HTTP client): every report tries again.
     let before = stats().dropped_by_reporter;
     let mut reporter = JaegerReporter::http(closed_port(), "failing");
     let handle = reporter.stats();
-    let started = Instant::now();
     for _ in 0..20 {
         reporter.report(&records(10, 10));
     }
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(handle.get().spans_failed, 200);
     assert_eq!(handle.get().spans_sent, 0);
     assert!(stats().dropped_by_reporter - before >= 200);
@@ -104,14 +102,20 @@ fn a_silent_collector_stalls_the_reporter_only_briefly() {
     let mut reporter = JaegerReporter::http(listener.local_addr().unwrap(), "failing")
         .with_timeout(Duration::from_millis(200));
     let handle = reporter.stats();
-    let started = Instant::now();
     for _ in 0..10 {
         reporter.report(&records(3, 10));
     }
-    // One timeout, then the reporter backs off instead of waiting again.
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(handle.get().spans_failed, 30);
-    drop(listener);
+    assert_eq!(handle.get().messages_sent, 0);
+    // One timeout, then the reporter backs off instead of waiting again: the
+    // nine later reports were dropped without connecting. Every connection
+    // made has completed, so it waits in the listener's queue.
+    listener.set_nonblocking(true).unwrap();
+    let mut connections = 0;
+    while listener.accept().is_ok() {
+        connections += 1;
+    }
+    assert_eq!(connections, 1);
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use minitrace::collector::{SpanContext, SpanId, TraceId};
 use minitrace::prelude::*;
+use minitrace_jaeger::ReporterStats;
 use serde_json::Value;
 
 /// The ports of a Jaeger all-in-one on 127.0.0.1, as `scripts/jaeger.sh` binds them.
@@ -320,4 +321,17 @@ pub fn check_all(jaeger: &Jaeger, found: &[Value], want: &[ExpectedTrace], servi
         problems.len(),
         &problems[..problems.len().min(10)]
     );
+}
+
+/// Checks that a reporter sent every span of `traces` whole (its counters
+/// `sent`, read after the last flush), then that Jaeger has every trace,
+/// right in every detail (see [`check_all`]).
+pub fn assert_all_delivered(jaeger: &Jaeger, sent: ReporterStats, traces: &[ExpectedTrace], service: &str) {
+    let spans: usize = traces.iter().map(|trace| trace.spans.len()).sum();
+    assert_eq!(sent.spans_sent, spans as u64, "{sent:?}");
+    assert_eq!(sent.spans_failed + sent.spans_too_large + sent.spans_truncated, 0, "{sent:?}");
+
+    let found = jaeger.wait_for(service, traces.len(), spans, Duration::from_secs(60));
+    check_all(jaeger, &found, traces, service);
+    assert_eq!(found.len(), traces.len());
 }
