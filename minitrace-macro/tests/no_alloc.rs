@@ -155,6 +155,13 @@ fn under_a_local_collector_only_the_span_buffer_grows() {
     // Each run: a fresh collector, `CALLS` spans, the collector dropped
     // outside the measurement.
     let measure = |body: &mut dyn FnMut(u64)| {
+        // Every run starts alike: a small buffer, recycled from a dropped
+        // collector, waiting in the thread's cache (a run's own grown buffer
+        // is too large to be kept).
+        {
+            let _warm = LocalCollector::start();
+            drop(LocalSpan::enter_with_local_parent("warm"));
+        }
         let collector = LocalCollector::start();
         let allocations = allocations_in(|| {
             for i in 0..CALLS {
