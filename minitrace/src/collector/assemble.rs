@@ -246,20 +246,31 @@ impl Collector {
             (Batch::Span(raw, _), Some(threshold)) => raw.end.duration_since(raw.begin) < threshold,
             _ => false,
         };
-        let mut parts = trace.map_or_else(|| self.new_trace().parts, |trace| trace.parts);
         let fate = if root.role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(spans);
+            if let Some(trace) = trace {
+                self.retire(trace.parts);
+            }
             Fate::Discarded
         } else {
-            parts.push((root.batch, target));
             let first = self.outbox.len();
-            into_records_recycling(parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
+            // The root is converted last, with the rest of its trace, without
+            // a detour through a parts vector: it is the last record, where
+            // orphans and stray events go.
+            let root = std::iter::once((root.batch, target));
+            match trace {
+                Some(mut trace) => {
+                    let parts = trace.parts.drain(..).chain(root);
+                    into_records_recycling(parts, anchor, &mut self.outbox, &mut self.emptied);
+                    self.retire(trace.parts);
+                }
+                None => into_records_recycling(root, anchor, &mut self.outbox, &mut self.emptied),
+            }
             if lossy {
                 reparent_orphans(&mut self.outbox[first..]);
             }
             Fate::Reported
         };
-        self.retire(parts);
         self.finished.insert(target.collect_id, fate, self.now);
     }
 
@@ -360,8 +371,10 @@ fn into_records_recycling(
             Batch::Span(raw, span_events) => {
                 let (span_id, parent_id) = (raw.id, target.parent_id);
                 out.push(record(raw, &target, span_id, parent_id, anchor));
-                let span_events = span_events.map(|events| *events).unwrap_or_default();
-                events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
+                if let Some(span_events) = span_events {
+                    events
+                        .extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
+                }
             }
             Batch::Local { mut spans, events: has_events } => {
                 prefetch(&spans);
@@ -386,7 +399,9 @@ fn into_records_recycling(
             }
         }
     }
-    attach_events(&mut out[first..], events);
+    if !events.is_empty() {
+        attach_events(&mut out[first..], events);
+    }
 }
 
 #[inline(always)]
@@ -480,8 +495,9 @@ fn reparent_orphans(records: &mut [SpanRecord]) {
     }
 }
 
+#[cold]
 fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>) {
-    if events.is_empty() || records.is_empty() {
+    if records.is_empty() {
         return;
     }
     let index: HashMap<SpanId, usize, BuildIdHasher> =
@@ -503,6 +519,9 @@ fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>)
 /// timeout.
 struct RecentFates {
     blocks: HashMap<u64, FateBlock, BuildIdHasher>,
+    /// The block last written, kept out of `blocks`: consecutive traces of
+    /// a thread fall in the same block, so most updates skip the map.
+    current: Option<(u64, FateBlock)>,
 }
 
 struct FateBlock {
@@ -513,7 +532,7 @@ struct FateBlock {
 
 impl RecentFates {
     fn new() -> RecentFates {
-        RecentFates { blocks: HashMap::default() }
+        RecentFates { blocks: HashMap::default(), current: None }
     }
 
     fn locate(collect_id: u64) -> (u64, usize, u32) {
@@ -523,22 +542,35 @@ impl RecentFates {
 
     fn insert(&mut self, collect_id: u64, fate: Fate, now: StdInstant) {
         let (block, word, shift) = Self::locate(collect_id);
-        let block = self.blocks.entry(block).or_insert_with(|| FateBlock {
-            bits: vec![0; ID_BLOCK as usize / 32].into_boxed_slice(),
-            touched: now,
-        });
+        let current = match &mut self.current {
+            Some((id, current)) if *id == block => current,
+            other => {
+                if let Some((id, previous)) = other.take() {
+                    self.blocks.insert(id, previous);
+                }
+                let taken = self.blocks.remove(&block).unwrap_or_else(|| FateBlock {
+                    bits: vec![0; ID_BLOCK as usize / 32].into_boxed_slice(),
+                    touched: now,
+                });
+                &mut other.insert((block, taken)).1
+            }
+        };
         let code = match fate {
             Fate::Reported => 1,
             Fate::Discarded => 2,
             Fate::RootDropped => 3,
         };
-        block.bits[word] = (block.bits[word] & !(3 << shift)) | (code << shift);
-        block.touched = now;
+        current.bits[word] = (current.bits[word] & !(3 << shift)) | (code << shift);
+        current.touched = now;
     }
 
     fn get(&self, collect_id: u64) -> Option<Fate> {
         let (block, word, shift) = Self::locate(collect_id);
-        match (self.blocks.get(&block)?.bits[word] >> shift) & 3 {
+        let bits = match &self.current {
+            Some((id, current)) if *id == block => &current.bits,
+            _ => &self.blocks.get(&block)?.bits,
+        };
+        match (bits[word] >> shift) & 3 {
             1 => Some(Fate::Reported),
             2 => Some(Fate::Discarded),
             3 => Some(Fate::RootDropped),
@@ -547,7 +579,9 @@ impl RecentFates {
     }
 
     fn forget_older_than(&mut self, now: StdInstant) {
-        self.blocks.retain(|_, block| now.duration_since(block.touched) < FATE_MEMORY);
+        let fresh = |block: &FateBlock| now.duration_since(block.touched) < FATE_MEMORY;
+        self.blocks.retain(|_, block| fresh(block));
+        self.current = self.current.take().filter(|(_, block)| fresh(block));
     }
 }
 
@@ -612,5 +646,29 @@ mod tests {
         for record in [owned_name, property, emptied, event] {
             assert!(!owns_nothing(&record), "{record:?}");
         }
+    }
+
+    #[test]
+    fn fates_are_kept_across_blocks_and_forgotten_when_stale() {
+        let start = StdInstant::now();
+        let mut fates = RecentFates::new();
+        // Two threads' blocks written in turn: each switch parks the
+        // current block in the map and takes the other out.
+        let (a, b) = (ID_BLOCK + 5, 3 * ID_BLOCK + 7);
+        fates.insert(a, Fate::Reported, start);
+        fates.insert(b, Fate::Discarded, start);
+        fates.insert(a + 1, Fate::RootDropped, start);
+        assert_eq!(fates.get(a), Some(Fate::Reported));
+        assert_eq!(fates.get(a + 1), Some(Fate::RootDropped));
+        assert_eq!(fates.get(b), Some(Fate::Discarded));
+        assert_eq!(fates.get(b + 1), None);
+        assert_eq!(fates.get(2 * ID_BLOCK), None);
+        // Block `b` refreshed later than `a`: only `a` is forgotten.
+        let later = start + FATE_MEMORY / 2;
+        fates.insert(b + 2, Fate::Reported, later);
+        fates.forget_older_than(start + FATE_MEMORY);
+        assert_eq!((fates.get(a), fates.get(b)), (None, Some(Fate::Discarded)));
+        fates.forget_older_than(later + FATE_MEMORY);
+        assert_eq!(fates.get(b), None);
     }
 }

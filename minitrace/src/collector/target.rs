@@ -35,6 +35,7 @@ pub(crate) enum Targets {
 
 impl Targets {
     /// The targets of a child of the span these targets belong to.
+    #[inline]
     pub(crate) fn with_parent(&self, parent_id: SpanId) -> Targets {
         match self {
             Targets::One(target) => Targets::One(target.with_parent(parent_id)),

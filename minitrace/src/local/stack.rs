@@ -55,7 +55,11 @@ const _: () = assert!(MAX_SPANS_PER_QUEUE <= 1 << INDEX_BITS);
 const EPOCH_MASK: u64 = u64::MAX >> INDEX_BITS;
 
 fn epoch_after(epoch: u64) -> u64 {
-    epoch % EPOCH_MASK + 1
+    if epoch >= EPOCH_MASK {
+        1
+    } else {
+        epoch + 1
+    }
 }
 
 impl LocalSpanHandle {
@@ -89,6 +93,7 @@ fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
 }
 
 /// Opens a line; returns its epoch, the key to close it with.
+#[inline]
 pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
     with_stack(|stack| {
         let epoch = stack.next_epoch;
@@ -101,6 +106,7 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
 
 /// Removes a line and sends what it recorded to its targets (a collector's
 /// line, whose spans are not wanted, only gives its buffer back).
+#[inline]
 pub(crate) fn close_line(epoch: u64) {
     if let Some(line) = pop_line(epoch) {
         line.submit();
@@ -109,8 +115,12 @@ pub(crate) fn close_line(epoch: u64) {
 
 /// Removes a line (normally the top one; guards dropped out of order are
 /// found further down).
+#[inline]
 pub(crate) fn pop_line(epoch: u64) -> Option<SpanLine> {
     with_stack(|stack| {
+        if stack.lines.last().is_some_and(|line| line.epoch == epoch) {
+            return stack.lines.pop();
+        }
         let position = stack.lines.iter().rposition(|line| line.epoch == epoch)?;
         Some(stack.lines.remove(position))
     })
