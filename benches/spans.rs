@@ -28,7 +28,7 @@
 mod contenders;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use minitrace_suite::{busy_work, Worker};
+use minitrace_suite::{Step, Worker};
 
 use contenders::{all, awaits, block_on, measure, repeat, untraced, Producers};
 
@@ -56,50 +56,57 @@ fn local_spans(c: &mut Criterion) {
     }
 }
 
-/// A request of ten 100 ns steps (~1 µs): 1 root + 9 traced steps, next to
-/// the same steps untraced. The cost of tracing is the difference.
+/// A request of nine ~100 ns steps (~1 µs): 1 root + 9 traced steps, next
+/// to the same steps untraced. The cost of tracing is the difference. Two
+/// groups: steps independent of each other, which the CPU overlaps until a
+/// clock read between them stops it, and steps chained through their
+/// results, as in a real request (see [`Step`]).
 fn one_microsecond_request(c: &mut Criterion) {
-    let name = "1 µs request, 1 root + 9 children";
-    let mut group = c.benchmark_group(name);
-    let steps = 9;
-    let work = 100; // ~110 ns of busy_work on this machine
-    group.bench_function("untraced", |b| {
-        b.iter_custom(|iters| {
-            untraced(iters, || {
-                criterion::black_box((0..steps).map(|_| busy_work(work)).sum::<u64>());
-            })
-        })
-    });
-    // The floor under any tracer here: only the clock reads this
-    // workspace makes for the request (two per span), nothing recorded.
-    // A time-stamp counter read after a step stalls the step's overlap
-    // with the next, so the reads cost more here than back to back.
-    group.bench_function("clock reads only (untraced + 2 per span)", |b| {
-        b.iter_custom(|iters| {
-            untraced(iters, || {
-                let root = minstant::Instant::now_unordered();
-                let sum = (0..steps)
-                    .map(|_| {
-                        let start = minstant::Instant::now_unordered();
-                        let step = busy_work(work);
-                        criterion::black_box((start, minstant::Instant::now_unordered()));
-                        step
-                    })
-                    .sum::<u64>();
-                criterion::black_box((sum, root, minstant::Instant::now()));
-            })
-        })
-    });
-    for &contender in all() {
-        group.bench_function(contender.name(), |b| {
+    for chained in [false, true] {
+        let name = if chained {
+            "1 µs request, chained steps, 1 root + 9 children"
+        } else {
+            "1 µs request, 1 root + 9 children"
+        };
+        let mut group = c.benchmark_group(name);
+        let steps = 9;
+        let step = Step { iterations: 100, chained }; // ~110 ns on this machine
+        group.bench_function("untraced", |b| {
             b.iter_custom(|iters| {
-                repeat(name, "", contender, iters, steps as u64 + 1, |c| {
-                    criterion::black_box(c.request(steps, work));
+                untraced(iters, || {
+                    criterion::black_box((0..steps).map(|_| step.run()).sum::<u64>());
                 })
             })
         });
+        // The floor under any tracer here: only the clock reads this
+        // workspace makes for the request (two per span), nothing recorded.
+        group.bench_function("clock reads only (untraced + 2 per span)", |b| {
+            b.iter_custom(|iters| {
+                untraced(iters, || {
+                    let root = minstant::Instant::now_unordered();
+                    let sum = (0..steps)
+                        .map(|_| {
+                            let start = minstant::Instant::now_unordered();
+                            let result = step.run();
+                            criterion::black_box((start, minstant::Instant::now_unordered()));
+                            result
+                        })
+                        .sum::<u64>();
+                    criterion::black_box((sum, root, minstant::Instant::now()));
+                })
+            })
+        });
+        for &contender in all() {
+            group.bench_function(contender.name(), |b| {
+                b.iter_custom(|iters| {
+                    repeat(name, "", contender, iters, steps as u64 + 1, |c| {
+                        criterion::black_box(c.request(steps, step));
+                    })
+                })
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 fn spans_across_threads(c: &mut Criterion) {

@@ -37,6 +37,7 @@ GROUP_ORDER = [
     "local spans, wide",
     "local spans, deep",
     "1 µs request, 1 root + 9 children",
+    "1 µs request, chained steps, 1 root + 9 children",
     "Span with explicit parent, finished on another thread",
     "async, N awaits, each step a child span",
     "async, N awaits, in_span + enter_on_poll",
@@ -52,10 +53,15 @@ GROUP_NOTES = {
     "N is the column; the spans per iteration are N + 1.",
     "local spans, deep": "1 root + N nested local spans. N is the column.",
     "1 µs request, 1 root + 9 children": "A request of nine ~100 ns steps, each traced, under a root: "
-    "10 spans. The last column is the cost of tracing as a share of the untraced request. The clock-reads "
-    "row is the floor: the same request with only the clock reads this workspace makes for it (two per "
-    "span) and nothing recorded; a time-stamp counter read after a step stops the step from overlapping "
-    "the next, so here the reads alone cost a large share of any tracer's overhead.",
+    "10 spans. The steps are independent of each other, so the CPU overlaps the end of one with the "
+    "start of the next. The last column is the cost of tracing as a share of the untraced request. The "
+    "clock-reads row is the floor: the same request with only the clock reads this workspace makes for it "
+    "(two per span) and nothing recorded. On this machine a time-stamp counter read waits for the work "
+    "before it, as a fence does, so it stops that overlap: here the reads alone cost a large share of any "
+    "tracer's overhead.",
+    "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
+    "the previous step's result, as the steps of a real request use each other's output: nothing "
+    "overlaps, and the clock reads (the floor row) cost what they cost back to back.",
     "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
     "the root as explicit parent, handed to another thread that ends them. The hand-off alone is the "
     "baseline row.",
@@ -79,7 +85,7 @@ GROUP_NOTES = {
 }
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
-OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children"}
+OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained steps, 1 root + 9 children"}
 
 # The reference row of groups without a "(this workspace)" row.
 REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}

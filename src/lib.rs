@@ -12,11 +12,57 @@
 /// # let _ = checksum;
 /// ```
 pub fn busy_work(iterations: u64) -> u64 {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    busy_work_from(0x9e37_79b9_7f4a_7c15, iterations)
+}
+
+fn busy_work_from(seed: u64, iterations: u64) -> u64 {
+    let mut state = seed;
     for i in 0..iterations {
         state = std::hint::black_box(state.rotate_left(5) ^ i).wrapping_mul(0x2545_f491_4f6c_dd1d);
     }
     state
+}
+
+/// One step of a traced request: [`busy_work`] of `iterations`, either
+/// independent of the step before it or chained to it.
+///
+/// Independent steps are one long dependency chain each, so the CPU runs
+/// the end of one step alongside the start of the next; a clock read
+/// between them (any tracer's span boundary) stops that overlap, which
+/// makes the reads cost several times their back-to-back price. Chained
+/// steps start from the previous step's result on this thread, as the
+/// steps of a real request use each other's output: nothing overlaps, and
+/// a clock read costs what it costs alone.
+///
+/// ```
+/// use minitrace_suite::Step;
+/// let step = Step { iterations: 100, chained: true };
+/// let (first, second) = (step.run(), step.run());
+/// assert_ne!(first, second); // the second started from the first's result
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    /// Iterations of [`busy_work`]: roughly nanoseconds.
+    pub iterations: u64,
+    /// Whether the step starts from the previous chained step's result.
+    pub chained: bool,
+}
+
+impl Step {
+    /// Runs the step; returns its checksum.
+    pub fn run(self) -> u64 {
+        if !self.chained {
+            return busy_work(self.iterations);
+        }
+        thread_local! {
+            static LAST: std::cell::Cell<u64> = const { std::cell::Cell::new(1) };
+        }
+        LAST.with(|last| {
+            let result = busy_work_from(last.get(), self.iterations);
+            last.set(result);
+            result
+        })
+    }
 }
 
 /// CPU time used so far by every thread of this process, collector threads
@@ -69,14 +115,14 @@ macro_rules! traced_workloads {
                 nest(depth);
             }
 
-            /// A request of `children` steps of `work` each, every step traced.
-            pub fn request(children: usize, work: u64) -> u64 {
+            /// A request of `children` steps, every step traced.
+            pub fn request(children: usize, step: $crate::Step) -> u64 {
                 let root = Span::root("request", SpanContext::random());
                 let _guard = root.set_local_parent();
                 (0..children)
                     .map(|_| {
                         let _span = LocalSpan::enter_with_local_parent("step");
-                        $crate::busy_work(work)
+                        step.run()
                     })
                     .sum()
             }

@@ -29,7 +29,7 @@ use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::Duration;
 
-use minitrace_suite::{process_cpu_time, Worker};
+use minitrace_suite::{process_cpu_time, Step, Worker};
 
 /// This workspace's row name: the reference of every ratio.
 pub const OURS: &str = "minitrace (this workspace)";
@@ -67,9 +67,9 @@ pub trait Contender: Sync {
     /// A root with `n` nested children: `n + 1` spans.
     fn deep(&self, n: usize);
 
-    /// A root and `steps` children, each around `busy_work(work)`:
+    /// A root and `steps` children, each around one run of `step`:
     /// `steps + 1` spans. Returns the work's checksum.
-    fn request(&self, steps: usize, work: u64) -> u64;
+    fn request(&self, steps: usize, step: Step) -> u64;
 
     /// A root and `n` spans with the root as explicit parent, handed to
     /// `worker` to end there: `n + 1` spans.

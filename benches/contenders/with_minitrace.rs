@@ -35,7 +35,7 @@ impl fastrace::collector::Reporter for Discard {
 macro_rules! minitrace_api {
     ($module:ident, $krate:ident, $name:expr, $sink:expr) => {
         pub mod $module {
-            use minitrace_suite::Worker;
+            use minitrace_suite::{Step, Worker};
             use $krate::future::FutureExt as _;
             use $krate::prelude::*;
 
@@ -90,8 +90,8 @@ macro_rules! minitrace_api {
                 fn deep(&self, n: usize) {
                     workloads::deep(n)
                 }
-                fn request(&self, steps: usize, work: u64) -> u64 {
-                    workloads::request(steps, work)
+                fn request(&self, steps: usize, step: Step) -> u64 {
+                    workloads::request(steps, step)
                 }
                 fn handoff(&self, n: usize, worker: &Worker) {
                     workloads::handoff(n, worker)

@@ -12,7 +12,7 @@
 
 use std::future::Future;
 
-use minitrace_suite::{busy_work, Worker};
+use minitrace_suite::{Step, Worker};
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::{TraceContextExt as _, Tracer, TracerProvider as _};
 use opentelemetry::Context;
@@ -69,11 +69,11 @@ where
 }
 
 /// A request of `steps` traced steps of `work` each.
-pub fn request<T: Tracer>(tracer: &T, steps: usize, work: u64) -> u64
+pub fn request<T: Tracer>(tracer: &T, steps: usize, step: Step) -> u64
 where
     T::Span: Send + Sync + 'static,
 {
-    tracer.in_span("request", |_| (0..steps).map(|_| tracer.in_span("step", |_| busy_work(work))).sum())
+    tracer.in_span("request", |_| (0..steps).map(|_| tracer.in_span("step", |_| step.run())).sum())
 }
 
 /// A root and `n` spans with it as explicit parent, ended by `worker`.
@@ -151,8 +151,8 @@ impl Contender for OtelContender {
     fn deep(&self, n: usize) {
         deep(&self.tracer, n)
     }
-    fn request(&self, steps: usize, work: u64) -> u64 {
-        request(&self.tracer, steps, work)
+    fn request(&self, steps: usize, step: Step) -> u64 {
+        request(&self.tracer, steps, step)
     }
     fn handoff(&self, n: usize, worker: &Worker) {
         handoff(&self.tracer, n, worker)

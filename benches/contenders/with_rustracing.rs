@@ -7,7 +7,7 @@
 //! child started from the parent handed down (`parent.child(..)`), and of
 //! a traced future a child span held across the `.await`.
 
-use minitrace_suite::{busy_work, Worker};
+use minitrace_suite::{Step, Worker};
 use rustracing::sampler::AllSampler;
 use rustracing_jaeger::span::SpanReceiver;
 use rustracing_jaeger::{Span, Tracer};
@@ -74,12 +74,12 @@ impl Contender for RustracingContender {
         }
         nest(&self.root("root"), n);
     }
-    fn request(&self, steps: usize, work: u64) -> u64 {
+    fn request(&self, steps: usize, step: Step) -> u64 {
         let root = self.root("request");
         (0..steps)
             .map(|_| {
                 let _span = child(&root, "step");
-                busy_work(work)
+                step.run()
             })
             .sum()
     }

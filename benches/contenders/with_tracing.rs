@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use minitrace_suite::{busy_work, Worker};
+use minitrace_suite::{Step, Worker};
 use tracing::span::{Attributes, Id};
 use tracing::{info_span, Instrument, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -114,12 +114,12 @@ pub fn deep(n: usize) {
 }
 
 /// A request of `steps` traced steps of `work` each.
-pub fn request(steps: usize, work: u64) -> u64 {
+pub fn request(steps: usize, step: Step) -> u64 {
     let _root = info_span!(parent: None, "request").entered();
     (0..steps)
         .map(|_| {
             let _span = info_span!("step").entered();
-            busy_work(work)
+            step.run()
         })
         .sum()
 }
@@ -212,8 +212,8 @@ impl Contender for TracingContender {
     fn deep(&self, n: usize) {
         deep(n)
     }
-    fn request(&self, steps: usize, work: u64) -> u64 {
-        request(steps, work)
+    fn request(&self, steps: usize, step: Step) -> u64 {
+        request(steps, step)
     }
     fn handoff(&self, n: usize, worker: &Worker) {
         handoff(n, worker)
