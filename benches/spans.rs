@@ -96,6 +96,25 @@ fn one_microsecond_request(c: &mut Criterion) {
                 })
             })
         });
+        // What makes the floor: a fence between steps and no clock read.
+        // Where it costs as much as the clock reads, each read costs its
+        // wait for the work before it, not its own latency.
+        #[cfg(target_arch = "x86_64")]
+        group.bench_function("fence only (untraced + lfence per step)", |b| {
+            b.iter_custom(|iters| {
+                untraced(iters, || {
+                    let sum = (0..steps)
+                        .map(|_| {
+                            // SAFETY: LFENCE has no operands and no effect
+                            // beyond ordering; SSE2 is part of x86_64.
+                            unsafe { std::arch::x86_64::_mm_lfence() };
+                            step.run()
+                        })
+                        .sum::<u64>();
+                    criterion::black_box(sum);
+                })
+            })
+        });
         for &contender in all() {
             group.bench_function(contender.name(), |b| {
                 b.iter_custom(|iters| {

@@ -57,8 +57,8 @@ GROUP_NOTES = {
     "start of the next. The last column is the cost of tracing as a share of the untraced request. The "
     "clock-reads row is the floor: the same request with only the clock reads this workspace makes for it "
     "(two per span) and nothing recorded. On this machine a time-stamp counter read waits for the work "
-    "before it, as a fence does, so it stops that overlap: here the reads alone cost a large share of any "
-    "tracer's overhead.",
+    "before it, as a fence does (the fence row: one LFENCE per step, no clock read, costs about as much), "
+    "so it stops that overlap: here the reads alone cost a large share of any tracer's overhead.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
     "the previous step's result, as the steps of a real request use each other's output: nothing "
     "overlaps, and the clock reads (the floor row) cost what they cost back to back.",
@@ -91,7 +91,7 @@ OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained
 REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}
 
 # Rows that are baselines, not contenders: shown in the tables, not charted.
-BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only")
+BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only")
 
 LOSS_FLAG = 0.001  # a sink that received less than 99.9 % of the spans
 
