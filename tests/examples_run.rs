@@ -11,7 +11,7 @@
 //! examples_run`) does not build the examples: a missing or out-of-date
 //! example binary fails the test with a hint rather than running stale code.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -226,7 +226,9 @@ fn jaeger() {
     let query = "127.0.0.1:16686".parse().unwrap();
     let up = std::net::TcpStream::connect_timeout(&query, Duration::from_secs(1)).is_ok();
     if !up && std::env::var("CI").as_deref() != Ok("true") {
-        eprintln!(
+        // Straight to stderr: libtest captures `eprintln!` of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED examples_run::jaeger: no Jaeger on {query} (start one with `bash scripts/jaeger.sh`)"
         );
         return;

@@ -22,7 +22,7 @@ fn only_traces_slower_than_the_threshold_are_reported() {
     };
     let (fast, fast_late) = request("fast", Duration::ZERO);
     drop(fast);
-    let (slow, slow_late) = request("slow", Duration::from_millis(400));
+    let (slow, slow_late) = request("slow", Duration::from_millis(250));
     drop(slow);
     minitrace::flush();
     drop((fast_late, slow_late));

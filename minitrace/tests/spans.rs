@@ -175,15 +175,18 @@ fn futures_are_traced_across_polls_and_threads() {
             tokio::time::sleep(Duration::from_millis(1)).enter_on_poll("polled").await;
             let _local = LocalSpan::enter_with_local_parent("after await");
             let child = Span::enter_with_local_parent("spawned");
-            tokio::spawn(async { tokio::time::sleep(Duration::from_millis(1)).await }.in_span(child))
-                .await
-                .unwrap();
+            // Recorded on whichever worker thread polls the spawned task.
+            let spawned = async {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let _local = LocalSpan::enter_with_local_parent("in spawned");
+            };
+            tokio::spawn(spawned.in_span(child)).await.unwrap();
         }
         .in_span(Span::enter_with_parent("task", &root)),
     );
     drop(root);
     let text = tree(trace_id);
-    let expected = "\nroot []\n    task []\n        after await []\n            spawned []\n        polled []\n        polled []\n";
+    let expected = "\nroot []\n    task []\n        after await []\n            spawned []\n                in spawned []\n        polled []\n        polled []\n";
     assert!(text.starts_with(expected), "{text}");
     // A spurious wake-up may add polls, never anything else.
     assert!(text[expected.len()..].lines().all(|line| line == "        polled []"), "{text}");

@@ -39,7 +39,8 @@ pub fn tree(trace_id: TraceId) -> String {
 }
 
 /// Every parent id names a span of the trace, except the root's.
-pub fn assert_linked(records: &[SpanRecord]) {
+pub fn assert_linked<'a>(records: impl IntoIterator<Item = &'a SpanRecord>) {
+    let records: Vec<&SpanRecord> = records.into_iter().collect();
     let ids: std::collections::HashSet<_> = records.iter().map(|r| r.span_id).collect();
     assert_eq!(ids.len(), records.len(), "duplicate span ids");
     let roots = records.iter().filter(|r| !ids.contains(&r.parent_id)).count();
