@@ -74,25 +74,23 @@ fn one_microsecond_request(c: &mut Criterion) {
         group.bench_function("untraced", |b| {
             b.iter_custom(|iters| {
                 untraced(iters, || {
-                    criterion::black_box((0..steps).map(|_| step.run()).sum::<u64>());
+                    criterion::black_box((0..steps).fold(0, |previous, _| step.run(previous)));
                 })
             })
         });
-        // The floor under any tracer here: only the clock reads this
-        // workspace makes for the request (two per span), nothing recorded.
+        // This workspace's floor: only the clock reads it makes for the
+        // request (two per span), nothing recorded.
         group.bench_function("clock reads only (untraced + 2 per span)", |b| {
             b.iter_custom(|iters| {
                 untraced(iters, || {
                     let root = minstant::Instant::now_unordered();
-                    let sum = (0..steps)
-                        .map(|_| {
-                            let start = minstant::Instant::now_unordered();
-                            let result = step.run();
-                            criterion::black_box((start, minstant::Instant::now_unordered()));
-                            result
-                        })
-                        .sum::<u64>();
-                    criterion::black_box((sum, root, minstant::Instant::now()));
+                    let last = (0..steps).fold(0, |previous, _| {
+                        let start = minstant::Instant::now_unordered();
+                        let result = step.run(previous);
+                        criterion::black_box((start, minstant::Instant::now_unordered()));
+                        result
+                    });
+                    criterion::black_box((last, root, minstant::Instant::now()));
                 })
             })
         });
@@ -103,15 +101,13 @@ fn one_microsecond_request(c: &mut Criterion) {
         group.bench_function("fence only (untraced + lfence per step)", |b| {
             b.iter_custom(|iters| {
                 untraced(iters, || {
-                    let sum = (0..steps)
-                        .map(|_| {
-                            // SAFETY: LFENCE has no operands and no effect
-                            // beyond ordering; SSE2 is part of x86_64.
-                            unsafe { std::arch::x86_64::_mm_lfence() };
-                            step.run()
-                        })
-                        .sum::<u64>();
-                    criterion::black_box(sum);
+                    let last = (0..steps).fold(0, |previous, _| {
+                        // SAFETY: LFENCE has no operands and no effect
+                        // beyond ordering; SSE2 is part of x86_64.
+                        unsafe { std::arch::x86_64::_mm_lfence() };
+                        step.run(previous)
+                    });
+                    criterion::black_box(last);
                 })
             })
         });

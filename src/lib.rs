@@ -30,38 +30,34 @@ fn busy_work_from(seed: u64, iterations: u64) -> u64 {
 /// the end of one step alongside the start of the next; a clock read
 /// between them (any tracer's span boundary) stops that overlap, which
 /// makes the reads cost several times their back-to-back price. Chained
-/// steps start from the previous step's result on this thread, as the
-/// steps of a real request use each other's output: nothing overlaps, and
-/// a clock read costs what it costs alone.
+/// steps start from the previous step's result, as the steps of a real
+/// request use each other's output: nothing overlaps, and a clock read
+/// costs what it costs alone.
 ///
 /// ```
 /// use minitrace_suite::Step;
-/// let step = Step { iterations: 100, chained: true };
-/// let (first, second) = (step.run(), step.run());
-/// assert_ne!(first, second); // the second started from the first's result
+/// let chained = Step { iterations: 100, chained: true };
+/// assert_ne!(chained.run(1), chained.run(2)); // it starts from the previous result
+/// let independent = Step { iterations: 100, chained: false };
+/// assert_eq!(independent.run(1) ^ 1, independent.run(2) ^ 2); // it only folds it in
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Step {
     /// Iterations of [`busy_work`]: roughly nanoseconds.
     pub iterations: u64,
-    /// Whether the step starts from the previous chained step's result.
+    /// Whether the step starts from the previous step's result.
     pub chained: bool,
 }
 
 impl Step {
-    /// Runs the step; returns its checksum.
-    pub fn run(self) -> u64 {
-        if !self.chained {
-            return busy_work(self.iterations);
+    /// Runs the step after one that returned `previous` (0 for the first);
+    /// returns its result, which the next step takes.
+    pub fn run(self, previous: u64) -> u64 {
+        if self.chained {
+            busy_work_from(previous, self.iterations)
+        } else {
+            previous ^ busy_work(self.iterations)
         }
-        thread_local! {
-            static LAST: std::cell::Cell<u64> = const { std::cell::Cell::new(1) };
-        }
-        LAST.with(|last| {
-            let result = busy_work_from(last.get(), self.iterations);
-            last.set(result);
-            result
-        })
     }
 }
 
@@ -119,12 +115,10 @@ macro_rules! traced_workloads {
             pub fn request(children: usize, step: $crate::Step) -> u64 {
                 let root = Span::root("request", SpanContext::random());
                 let _guard = root.set_local_parent();
-                (0..children)
-                    .map(|_| {
-                        let _span = LocalSpan::enter_with_local_parent("step");
-                        step.run()
-                    })
-                    .sum()
+                (0..children).fold(0, |previous, _| {
+                    let _span = LocalSpan::enter_with_local_parent("step");
+                    step.run(previous)
+                })
             }
 
             /// A root and `children` thread-safe spans with the root as

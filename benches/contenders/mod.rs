@@ -68,7 +68,7 @@ pub trait Contender: Sync {
     fn deep(&self, n: usize);
 
     /// A root and `steps` children, each around one run of `step`:
-    /// `steps + 1` spans. Returns the work's checksum.
+    /// `steps + 1` spans. Returns the last step's result.
     fn request(&self, steps: usize, step: Step) -> u64;
 
     /// A root and `n` spans with the root as explicit parent, handed to

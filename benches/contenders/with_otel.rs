@@ -73,7 +73,9 @@ pub fn request<T: Tracer>(tracer: &T, steps: usize, step: Step) -> u64
 where
     T::Span: Send + Sync + 'static,
 {
-    tracer.in_span("request", |_| (0..steps).map(|_| tracer.in_span("step", |_| step.run())).sum())
+    tracer.in_span("request", |_| {
+        (0..steps).fold(0, |previous, _| tracer.in_span("step", |_| step.run(previous)))
+    })
 }
 
 /// A root and `n` spans with it as explicit parent, ended by `worker`.

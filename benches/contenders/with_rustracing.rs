@@ -76,12 +76,10 @@ impl Contender for RustracingContender {
     }
     fn request(&self, steps: usize, step: Step) -> u64 {
         let root = self.root("request");
-        (0..steps)
-            .map(|_| {
-                let _span = child(&root, "step");
-                step.run()
-            })
-            .sum()
+        (0..steps).fold(0, |previous, _| {
+            let _span = child(&root, "step");
+            step.run(previous)
+        })
     }
     fn handoff(&self, n: usize, worker: &Worker) {
         let root = self.root("root");

@@ -116,12 +116,10 @@ pub fn deep(n: usize) {
 /// A request of `steps` traced steps of `work` each.
 pub fn request(steps: usize, step: Step) -> u64 {
     let _root = info_span!(parent: None, "request").entered();
-    (0..steps)
-        .map(|_| {
-            let _span = info_span!("step").entered();
-            step.run()
-        })
-        .sum()
+    (0..steps).fold(0, |previous, _| {
+        let _span = info_span!("step").entered();
+        step.run(previous)
+    })
 }
 
 /// A root and `n` spans with it as explicit parent, closed by `worker`.
