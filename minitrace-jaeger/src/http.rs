@@ -27,8 +27,9 @@ pub(crate) enum HttpError {
     Io(io::Error),
     /// The connection was found closed (end of stream, reset, aborted or a
     /// broken pipe) before any byte of an answer: the collector closed a
-    /// kept-alive connection, so the request was not processed. Never a
-    /// timeout: a slow collector may still be processing the request.
+    /// kept-alive connection, so the request was not processed, and `post`
+    /// sends it once more on a new connection. Never a timeout: a slow
+    /// collector may still be processing the request.
     Stale(io::Error),
     /// The collector answered with a status other than 2xx.
     Status { code: u16, body: String },
@@ -108,8 +109,6 @@ impl Collector {
         };
         match result {
             Ok(()) => Ok(()),
-            // On a new connection, a closed stream is an error like any other.
-            Err(HttpError::Stale(error)) => Err(HttpError::Io(error)),
             Err(error) => {
                 if let HttpError::Io(io) = &error {
                     if matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) {
@@ -250,44 +249,18 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
+#[path = "../tests/common/http_server.rs"]
+mod http_server;
+
+#[cfg(test)]
 mod tests {
+    use super::http_server::{pending_connections, read_request};
     use super::*;
     use std::net::TcpListener;
     use std::sync::mpsc;
     use std::thread;
 
     const ACCEPTED: &str = "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n";
-
-    /// Reads one request, head and `Content-Length` body.
-    fn read_request(stream: &mut TcpStream) -> Vec<u8> {
-        let mut request = Vec::new();
-        let mut byte = [0u8; 1];
-        while find(&request, b"\r\n\r\n").is_none() {
-            stream.read_exact(&mut byte).unwrap();
-            request.push(byte[0]);
-        }
-        let head = String::from_utf8_lossy(&request).to_string();
-        let length: usize =
-            head.lines().find_map(|l| l.strip_prefix("Content-Length: ")).unwrap().trim().parse().unwrap();
-        let mut body = vec![0; length];
-        stream.read_exact(&mut body).unwrap();
-        request.extend_from_slice(&body);
-        request
-    }
-
-    /// How many connections wait to be accepted on `listener`. Every
-    /// `connect` that returned has completed, so none is still on its way.
-    fn pending_connections(listener: &TcpListener) -> usize {
-        listener.set_nonblocking(true).unwrap();
-        let mut count = 0;
-        loop {
-            match listener.accept() {
-                Ok(_) => count += 1,
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return count,
-                Err(error) => panic!("{error}"),
-            }
-        }
-    }
 
     /// A one-connection server that answers each request with the next of
     /// `answers`, and returns the requests it saw.

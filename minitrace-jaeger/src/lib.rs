@@ -247,7 +247,7 @@ impl JaegerReporter {
             process,
             transport,
             next_seq_no: 1,
-            counters: Arc::default(),
+            counters: Arc::new(Counters::starting_now()),
             errors: ErrorLog { interval: DEFAULT_ERROR_INTERVAL, last: None, suppressed: 0 },
         }
     }
@@ -467,6 +467,11 @@ impl ErrorLog {
 
 #[derive(Default)]
 struct Counters {
+    /// minitrace's count of spans dropped at a full queue when this reporter
+    /// was made: `ClientStats` counts from the reporter's start, and a
+    /// replacement reporter (a new Jaeger client) must not report its
+    /// predecessors' drops again.
+    queue_drops_before: u64,
     spans_sent: AtomicU64,
     messages_sent: AtomicU64,
     bytes_sent: AtomicU64,
@@ -476,6 +481,13 @@ struct Counters {
 }
 
 impl Counters {
+    fn starting_now() -> Counters {
+        Counters {
+            queue_drops_before: minitrace::collector::stats().dropped_queue_full,
+            ..Counters::default()
+        }
+    }
+
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -497,14 +509,15 @@ impl Counters {
         }
     }
 
-    /// The counters sent in each `Batch`: this reporter's losses, and the
-    /// spans that minitrace dropped at a full queue (process-wide: minitrace
-    /// has one collector, so they would have come to this reporter).
+    /// The counters sent in each `Batch`, all since this reporter was made:
+    /// its own losses, and the spans that minitrace dropped at a full queue
+    /// (minitrace has one collector, so they would have come here).
     fn client_stats(&self) -> ClientStats {
         let saturating = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
         let read = |counter: &AtomicU64| saturating(counter.load(Ordering::Relaxed));
+        let queue_drops = minitrace::collector::stats().dropped_queue_full - self.queue_drops_before;
         ClientStats {
-            full_queue_dropped_spans: saturating(minitrace::collector::stats().dropped_queue_full),
+            full_queue_dropped_spans: saturating(queue_drops),
             too_large_dropped_spans: read(&self.spans_too_large),
             failed_to_emit_spans: read(&self.spans_failed),
         }

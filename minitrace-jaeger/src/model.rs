@@ -51,9 +51,8 @@ pub(crate) struct Process {
     pub(crate) tags: Vec<(String, String)>,
 }
 
-/// `Batch.stats` (`ClientStats`): counters since the reporter started, but
-/// `full_queue_dropped_spans`, which is minitrace's process-wide count of
-/// spans dropped at a full queue (`Stats::dropped_queue_full`).
+/// `Batch.stats` (`ClientStats`): counters since the reporter started;
+/// `full_queue_dropped_spans` from minitrace's `Stats::dropped_queue_full`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ClientStats {
     pub(crate) full_queue_dropped_spans: i64,

@@ -453,3 +453,50 @@ fn errors_are_logged_at_most_once_per_interval() {
     }
     assert_eq!((written, log.suppressed), (3, 0));
 }
+
+/// Spans minitrace drops at a full queue count in `ClientStats` from the
+/// reporter's start: a replacement reporter is a new Jaeger client, which
+/// must not report its predecessors' drops again.
+#[test]
+fn queue_drops_count_from_the_reporters_start() {
+    use minitrace::prelude::*;
+    use std::sync::mpsc;
+
+    // A reporter that holds the collector thread, so that queues fill up.
+    struct Held {
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    }
+    impl minitrace::collector::Reporter for Held {
+        fn report(&mut self, _spans: &[SpanRecord]) {
+            let _ = self.entered.send(());
+            let _ = self.release.recv();
+        }
+    }
+    let (entered, collector_held) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    minitrace::set_reporter(Held { entered, release: released }, minitrace::collector::Config::default());
+    // Reported at the collector's next interval, where it stays.
+    drop(Span::root("holds the collector", SpanContext::random()));
+    collector_held.recv().unwrap();
+    let fill = || {
+        for _ in 0..3_000 {
+            let root = Span::root("request", SpanContext::random());
+            let _guard = root.set_local_parent();
+            for _ in 0..99 {
+                let _span = minitrace::local::LocalSpan::enter_with_local_parent("step");
+            }
+        }
+    };
+    let drops = || minitrace::collector::stats().dropped_queue_full;
+
+    fill();
+    let counters = crate::Counters::starting_now();
+    let before = drops();
+    assert!(before > 0, "the held collector let nothing be dropped");
+    fill();
+    let (queue_drops, after) = (counters.client_stats().full_queue_dropped_spans, drops());
+    assert!(after > before);
+    assert_eq!(queue_drops, (after - before) as i64, "drops before the reporter was made were counted");
+    drop(release);
+}

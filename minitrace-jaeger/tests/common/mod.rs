@@ -146,6 +146,9 @@ fn expected(name: &str, parent: Option<&str>, tags: &[(&str, &str)]) -> Expected
     }
 }
 
+/// The spans of one [`traced_request`].
+pub const SPANS_PER_REQUEST: usize = 10;
+
 /// Runs one request of ten spans through minitrace (a root, local spans
 /// nested three deep, a thread-safe child span, events on both kinds) and
 /// returns what Jaeger should show of it.
@@ -328,6 +331,8 @@ pub fn check_all(jaeger: &Jaeger, found: &[Value], want: &[ExpectedTrace], servi
 /// right in every detail (see [`check_all`]).
 pub fn assert_all_delivered(jaeger: &Jaeger, sent: ReporterStats, traces: &[ExpectedTrace], service: &str) {
     let spans: usize = traces.iter().map(|trace| trace.spans.len()).sum();
+    // Counted apart from the expectations, which shrink with the workload.
+    assert_eq!(spans, SPANS_PER_REQUEST * traces.len(), "traced_request's expected spans");
     assert_eq!(sent.spans_sent, spans as u64, "{sent:?}");
     assert_eq!(sent.spans_failed + sent.spans_too_large + sent.spans_truncated, 0, "{sent:?}");
 
