@@ -257,14 +257,14 @@ impl Collector {
             // The root is converted last, with the rest of its trace, without
             // a detour through a parts vector: it is the last record, where
             // orphans and stray events go.
-            let root = std::iter::once((root.batch, target));
+            let root_part = std::iter::once((root.batch, target));
             match trace {
                 Some(mut trace) => {
-                    let parts = trace.parts.drain(..).chain(root);
+                    let parts = trace.parts.drain(..).chain(root_part);
                     into_records_recycling(parts, anchor, &mut self.outbox, &mut self.emptied);
                     self.retire(trace.parts);
                 }
-                None => into_records_recycling(root, anchor, &mut self.outbox, &mut self.emptied),
+                None => into_records_recycling(root_part, anchor, &mut self.outbox, &mut self.emptied),
             }
             if lossy {
                 reparent_orphans(&mut self.outbox[first..]);
