@@ -28,7 +28,7 @@
 mod contenders;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use minitrace_suite::{Step, Worker};
+use minitrace_suite::{Pinned, Step, Worker};
 
 use contenders::{all, awaits, block_on, measure, repeat, untraced, Producers};
 
@@ -125,7 +125,20 @@ fn one_microsecond_request(c: &mut Criterion) {
 }
 
 fn spans_across_threads(c: &mut Criterion) {
-    let worker = Worker::new();
+    // This thread and the worker are kept on two different CPUs, the
+    // hand-off this group is about. Left to the scheduler, each row got
+    // whatever placement it was given: a span read on the core that wrote
+    // it cost this workspace ~100 ns in all, read on the other core ~165 ns
+    // (`Span`s and their messages cross between the cores' caches), and so
+    // did every library's, so ratios between rows moved from ×0.3 to ×0.7
+    // from one run to the next.
+    let cpus = minitrace_suite::allowed_cpus();
+    let (_pinned, worker) = match (cpus.first(), cpus.last()) {
+        (Some(&here), Some(&there)) if here != there => {
+            (Pinned::current_thread(here), Worker::on_cpu(Some(there)))
+        }
+        _ => (None, Worker::new()),
+    };
     let name = "Span with explicit parent, finished on another thread";
     let mut group = c.benchmark_group(name);
     // Many spans per hand-off, so that the thread wake-up does not drown

@@ -63,7 +63,9 @@ GROUP_NOTES = {
     "the previous step's result, as the steps of a real request use each other's output: nothing "
     "overlaps, and the clock reads (the floor row) cost what they cost back to back.",
     "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
-    "the root as explicit parent, handed to another thread that ends them. The hand-off alone is the "
+    "the root as explicit parent, handed to another thread that ends them, the two threads kept on two "
+    "different CPUs (left to the scheduler, each row got its own placement, and a span read on the core "
+    "that wrote it costs well under what one read on the other core does). The hand-off alone is the "
     "baseline row.",
     "async, N awaits, each step a child span": "A root task awaiting N steps that each suspend once, "
     "each step traced as a child span (minitrace: `in_span`, as `#[trace]` does; tracing: `Instrument`; "

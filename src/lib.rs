@@ -152,16 +152,29 @@ impl Default for Worker {
 }
 
 impl Worker {
-    /// Starts the thread.
+    /// Starts the thread, wherever the scheduler puts it.
     ///
     /// ```
     /// let worker = minitrace_suite::Worker::new();
     /// worker.finish(Box::new(vec![1, 2, 3]));
     /// ```
     pub fn new() -> Worker {
+        Worker::on_cpu(None)
+    }
+
+    /// Starts the thread, kept on `cpu` if one is given and it can be.
+    ///
+    /// ```
+    /// let cpu = minitrace_suite::allowed_cpus().last().copied();
+    /// let worker = minitrace_suite::Worker::on_cpu(cpu);
+    /// worker.finish(Box::new(vec![1, 2, 3]));
+    /// ```
+    pub fn on_cpu(cpu: Option<usize>) -> Worker {
         let (work, inbox) = crossbeam_channel::bounded::<Box<dyn Send>>(1);
         let (acknowledge, done) = crossbeam_channel::bounded(1);
         std::thread::spawn(move || {
+            // Kept for the thread's life: it ends with the thread.
+            let _pinned = cpu.and_then(Pinned::current_thread);
             for item in inbox {
                 drop(item);
                 if acknowledge.send(()).is_err() {
@@ -178,4 +191,92 @@ impl Worker {
             let _ = self.done.recv();
         }
     }
+}
+
+/// The CPUs the calling thread may run on, in increasing order (empty
+/// where that cannot be asked: off Linux, or if the call fails).
+///
+/// ```
+/// let cpus = minitrace_suite::allowed_cpus();
+/// # let _ = cpus;
+/// ```
+pub fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    if let Some(set) = affinity() {
+        // SAFETY: `CPU_ISSET` reads a bit of a valid set, below its size.
+        return (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+            .collect();
+    }
+    Vec::new()
+}
+
+/// Keeps the calling thread on one CPU until dropped, then gives it back
+/// the CPUs it was allowed before.
+///
+/// ```
+/// use minitrace_suite::{allowed_cpus, Pinned};
+///
+/// let before = allowed_cpus();
+/// if let Some(&cpu) = before.last() {
+///     let pinned = Pinned::current_thread(cpu);
+///     if pinned.is_some() {
+///         assert_eq!(allowed_cpus(), [cpu]);
+///     }
+///     drop(pinned);
+///     assert_eq!(allowed_cpus(), before);
+/// }
+/// ```
+pub struct Pinned {
+    #[cfg(target_os = "linux")]
+    previous: libc::cpu_set_t,
+    // Made on, and only valid for, the thread it pins.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Pinned {
+    /// Pins the calling thread to `cpu`; `None` if it cannot be (off
+    /// Linux, or `cpu` is not allowed).
+    pub fn current_thread(cpu: usize) -> Option<Pinned> {
+        #[cfg(target_os = "linux")]
+        {
+            if cpu >= libc::CPU_SETSIZE as usize {
+                return None;
+            }
+            let previous = affinity()?;
+            // SAFETY: a zeroed `cpu_set_t` is an empty set.
+            let mut only = unsafe { std::mem::zeroed::<libc::cpu_set_t>() };
+            // SAFETY: `cpu` is below `CPU_SETSIZE`, the set's size in bits.
+            unsafe { libc::CPU_SET(cpu, &mut only) };
+            set_affinity(&only).then_some(Pinned { previous, _not_send: std::marker::PhantomData })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = cpu;
+            None
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        set_affinity(&self.previous);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn affinity() -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed `cpu_set_t` is a valid (empty) set.
+    let mut set = unsafe { std::mem::zeroed::<libc::cpu_set_t>() };
+    // SAFETY: the kernel writes at most the size passed, the set's; pid 0
+    // is this thread.
+    let done = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    (done == 0).then_some(set)
+}
+
+#[cfg(target_os = "linux")]
+fn set_affinity(set: &libc::cpu_set_t) -> bool {
+    // SAFETY: `set` is a valid set of the size passed; pid 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) == 0 }
 }
