@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Checks the core's speed targets (issue 3) over several runs of their rows.
+
+One run of the whole suite (scripts/bench.sh) gives one ratio per target, and
+on a shared 2-core machine a ratio can move by a third between runs, mostly
+through the other library's row. This script runs only the rows that the
+targets are computed from, ROUNDS times (each round one `cargo bench` run,
+so every ratio still comes from rows of the same run), and prints each
+target's ratio per round, their median and range, and whether the target was
+met in every round, in the median only, or not.
+
+Python 3 standard library only; reads criterion's output with
+scripts/bench-report.py's reader.
+
+    python3 scripts/targets.py [--rounds N] [--measurement-time S]
+"""
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OURS = "minitrace (this workspace)"
+FASTRACE = "fastrace 0.7"
+
+
+def load_reader():
+    spec = importlib.util.spec_from_file_location("bench_report", os.path.join(REPO, "scripts", "bench-report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.read_results
+
+
+@dataclass
+class Target:
+    name: str
+    group: str
+    goal: float
+    param: str = ""
+    # Subtracted from both rows: the ratio is of the cost added to it.
+    baseline: Optional[str] = None
+    # Shown beside the ratio: this row's added cost over fastrace's, the
+    # part of the ratio that no tracer reading the clock can avoid.
+    floor: Optional[str] = None
+    # An absolute goal in nanoseconds per span (`spans` per iteration)
+    # instead of a ratio to fastrace.
+    spans: Optional[int] = None
+
+    def value(self, rows):
+        """This round's ratio (or ns per span), and the floor's ratio."""
+        ours = rows[OURS][self.param]
+        if self.spans is not None:
+            return ours / self.spans, None
+        base = rows[self.baseline][""] if self.baseline else 0.0
+        fastrace = rows[FASTRACE][self.param] - base
+        floor = (rows[self.floor][""] - base) / fastrace if self.floor else None
+        return (ours - base) / fastrace, floor
+
+
+REQUEST_BASELINE = "untraced"
+CLOCK_FLOOR = "clock reads only (untraced + 2 per span)"
+TARGETS = [
+    Target("1 root + 100 local spans, wide", "local spans, wide", 0.35, param="100"),
+    Target("1 root + 100 local spans, deep", "local spans, deep", 0.35, param="100"),
+    Target(
+        "~1 µs request, independent steps: added cost",
+        "1 µs request, 1 root + 9 children",
+        0.2,
+        baseline=REQUEST_BASELINE,
+        floor=CLOCK_FLOOR,
+    ),
+    Target(
+        "~1 µs request, chained steps: added cost",
+        "1 µs request, chained steps, 1 root + 9 children",
+        0.2,
+        baseline=REQUEST_BASELINE,
+        floor=CLOCK_FLOOR,
+    ),
+    Target(
+        "1 000 Spans ended on another thread, hand-off subtracted",
+        "Span with explicit parent, finished on another thread",
+        0.5,
+        baseline="hand-off only, untraced",
+    ),
+    Target("no reporter set, ns per span", "no reporter, 1 root + 100 local spans", 4.0, spans=101),
+]
+
+# Exactly the rows above: criterion matches the regex against
+# "group/function[/parameter]".
+FILTER = "|".join(
+    [
+        r"^local spans, (wide|deep)/(minitrace \(this workspace\)|fastrace 0\.7)/100$",
+        r"^1 µs request.*/(untraced|clock reads only.*|minitrace \(this workspace\)|fastrace 0\.7)$",
+        r"^Span with explicit parent.*/(hand-off only, untraced|minitrace \(this workspace\)|fastrace 0\.7)$",
+        r"^no reporter.*/minitrace \(this workspace\)$",
+    ]
+)
+
+
+def run_round(warm_up, measurement):
+    command = [
+        "cargo", "bench", "--bench", "spans", "--bench", "no_reporter", "--",
+        "--warm-up-time", str(warm_up), "--measurement-time", str(measurement), "--noplot", FILTER,
+    ]
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+
+
+def fmt(target, value):
+    return f"{value:.2f} ns" if target.spans is not None else f"×{value:.2f}"
+
+
+def verdict(target, values):
+    if all(value <= target.goal for value in values):
+        return "met in every round"
+    if statistics.median(values) <= target.goal:
+        return f"met in the median, not in {sum(value > target.goal for value in values)} of {len(values)} rounds"
+    return "**not met**"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warm-up-time", type=float, default=1)
+    parser.add_argument("--measurement-time", type=float, default=3)
+    args = parser.parse_args()
+    read_results = load_reader()
+    criterion_dir = os.path.join(REPO, "target", "criterion")
+
+    subprocess.run(["cargo", "bench", "--no-run", "--bench", "spans", "--bench", "no_reporter"], cwd=REPO, check=True)
+    values = {target.name: [] for target in TARGETS}
+    floors = {target.name: [] for target in TARGETS}
+    for round_number in range(1, args.rounds + 1):
+        print(f"targets.py: round {round_number} of {args.rounds}", file=sys.stderr)
+        start = time.time()
+        run_round(args.warm_up_time, args.measurement_time)
+        results, _ = read_results(criterion_dir, start)
+        for target in TARGETS:
+            value, floor = target.value(results[target.group])
+            values[target.name].append(value)
+            if floor is not None:
+                floors[target.name].append(floor)
+
+    print(f"Speed targets over {args.rounds} rounds (`python3 scripts/targets.py --rounds {args.rounds}`); "
+          "ratios to fastrace 0.7 in the same round, medians of criterion's samples.\n")
+    print("| target | goal | per round | median | range | clock floor (median) | verdict |")
+    print("|---|---:|---|---:|---:|---:|---|")
+    for target in TARGETS:
+        got = values[target.name]
+        floor = f"×{statistics.median(floors[target.name]):.2f}" if floors[target.name] else ""
+        print(
+            f"| {target.name} | ≤ {fmt(target, target.goal)} | {', '.join(fmt(target, v) for v in got)} "
+            f"| {fmt(target, statistics.median(got))} | {fmt(target, min(got))}–{fmt(target, max(got))} "
+            f"| {floor} | {verdict(target, got)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
