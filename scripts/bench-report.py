@@ -65,8 +65,10 @@ GROUP_NOTES = {
     "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
     "the root as explicit parent, handed to another thread that ends them, the two threads kept on two "
     "different CPUs (left to the scheduler, each row got its own placement, and a span read on the core "
-    "that wrote it costs well under what one read on the other core does). The hand-off alone is the "
-    "baseline row.",
+    "that wrote it costs well under what one read on the other core does). Every row is charged the "
+    "process's CPU time minus what handing the spans over cost the two threads (sending, waiting, being "
+    "woken up), which is the bench's, not the library's; the baseline row is what is left of an untraced "
+    "hand-off: dropping the items.",
     "async, N awaits, each step a child span": "A root task awaiting N steps that each suspend once, "
     "each step traced as a child span (minitrace: `in_span`, as `#[trace]` does; tracing: `Instrument`; "
     "OpenTelemetry: `with_context`; rustracing: a child span held across the await). N is the column.",

@@ -83,7 +83,7 @@ TARGETS = [
         floor=CLOCK_FLOOR,
     ),
     Target(
-        "1 000 Spans ended on another thread, hand-off subtracted",
+        "1 000 Spans ended on another thread (hand-off CPU excluded)",
         "Span with explicit parent, finished on another thread",
         0.5,
         baseline="hand-off only, untraced",

@@ -71,10 +71,19 @@ impl Step {
 /// assert!(minitrace_suite::process_cpu_time() >= before);
 /// ```
 pub fn process_cpu_time() -> std::time::Duration {
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CPU time used so far by the calling thread.
+fn thread_cpu_time() -> std::time::Duration {
+    cpu_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn cpu_time(clock: libc::clockid_t) -> std::time::Duration {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec to write to, and the process CPU
-    // clock exists on every Linux and BSD.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    // SAFETY: `now` is a valid timespec to write to, and the process and
+    // thread CPU clocks exist on every Linux and BSD.
+    unsafe { libc::clock_gettime(clock, &mut now) };
     std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
@@ -140,9 +149,21 @@ macro_rules! traced_workloads {
 
 /// A thread that drops whatever it is handed and then acknowledges, so the
 /// spans end on another thread than they started on.
+///
+/// It also keeps the CPU time that the hand-off itself costs, so that a
+/// bench can charge a library only for its own work: handing an item over
+/// wakes the worker and then the caller, and on a virtual machine each
+/// wake-up of a parked thread costs microseconds of CPU (an interrupt
+/// between cores), more than a busy thread's spin-then-park would suggest.
+/// A baseline row of an untraced hand-off does not capture that cost: with
+/// nothing to drop, both threads are still spinning when the other answers,
+/// while a traced hand-off keeps each side waiting long enough to park.
 pub struct Worker {
     work: crossbeam_channel::Sender<Box<dyn Send>>,
     done: crossbeam_channel::Receiver<()>,
+    /// Nanoseconds of CPU spent on the hand-off: the caller's time inside
+    /// [`Worker::finish`], and the worker's time outside dropping items.
+    hand_off_cpu: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Worker {
@@ -172,24 +193,52 @@ impl Worker {
     pub fn on_cpu(cpu: Option<usize>) -> Worker {
         let (work, inbox) = crossbeam_channel::bounded::<Box<dyn Send>>(1);
         let (acknowledge, done) = crossbeam_channel::bounded(1);
+        let hand_off_cpu = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let worker_hand_off_cpu = hand_off_cpu.clone();
         std::thread::spawn(move || {
             // Kept for the thread's life: it ends with the thread.
             let _pinned = cpu.and_then(Pinned::current_thread);
+            // Everything between the end of one drop and the start of the
+            // next (acknowledging, waiting, waking up) is the hand-off's.
+            let mut dropped = thread_cpu_time();
             for item in inbox {
+                let received = thread_cpu_time();
                 drop(item);
+                let waited = received.saturating_sub(dropped);
+                dropped = thread_cpu_time();
+                worker_hand_off_cpu.fetch_add(waited.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
                 if acknowledge.send(()).is_err() {
                     break;
                 }
             }
         });
-        Worker { work, done }
+        Worker { work, done, hand_off_cpu }
     }
 
     /// Hands `item` to the thread and waits until it has been dropped there.
     pub fn finish(&self, item: Box<dyn Send>) {
+        let start = thread_cpu_time();
         if self.work.send(item).is_ok() {
             let _ = self.done.recv();
         }
+        let spent = thread_cpu_time().saturating_sub(start);
+        self.hand_off_cpu.fetch_add(spent.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// CPU time that handing items over has cost so far, on both threads:
+    /// the caller's time inside [`finish`](Worker::finish) (sending, waiting,
+    /// being woken up) and the worker's time outside dropping the items
+    /// (acknowledging, waiting, being woken up). The worker's last wait is
+    /// counted when the next item arrives.
+    ///
+    /// ```
+    /// let worker = minitrace_suite::Worker::new();
+    /// let before = worker.hand_off_cpu();
+    /// worker.finish(Box::new(vec![1, 2, 3]));
+    /// assert!(worker.hand_off_cpu() >= before);
+    /// ```
+    pub fn hand_off_cpu(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.hand_off_cpu.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
