@@ -125,7 +125,9 @@ impl Collector {
         self.finished.forget_older_than(self.now);
         if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
             for trace in self.open.values_mut().filter(|trace| !trace.parts.is_empty()) {
-                into_records_recycling(trace.parts.drain(..), &anchor, &mut self.outbox, &mut self.emptied);
+                let mut records = Records::new(&mut self.outbox, &mut self.emptied, &anchor);
+                records.add_all(&mut trace.parts);
+                records.finish();
                 trace.unreported = 0;
             }
         }
@@ -133,7 +135,9 @@ impl Collector {
         span_buffers::recycle(&mut self.emptied);
     }
 
-    fn file(&mut self, message: Message, anchor: &Anchor) {
+    /// Files a message read in place from its ring: what it owns is taken
+    /// out of it, and the rest is dropped there.
+    fn file(&mut self, message: &mut Message, anchor: &Anchor) {
         match message.role {
             Role::Child => self.add_child(message, anchor),
             Role::Root | Role::CancelledRoot => {
@@ -183,12 +187,13 @@ impl Collector {
         }
     }
 
-    fn add_child(&mut self, message: Message, anchor: &Anchor) {
-        match message.targets {
-            Targets::One(target) => self.add_part(message.batch, target, message.spans_per_target, anchor),
+    fn add_child(&mut self, message: &mut Message, anchor: &Anchor) {
+        let batch = std::mem::take(&mut message.batch);
+        match &message.targets {
+            Targets::One(target) => self.add_part(batch, *target, message.spans_per_target, anchor),
             Targets::Many(targets) => {
-                for (batch, target) in message.batch.share(targets.len()).into_iter().zip(targets) {
-                    self.add_part(batch, target, message.spans_per_target, anchor);
+                for (batch, target) in batch.share(targets.len()).into_iter().zip(targets) {
+                    self.add_part(batch, *target, message.spans_per_target, anchor);
                 }
             }
         }
@@ -210,7 +215,10 @@ impl Collector {
         }
         match self.finished.get(target.collect_id) {
             Some(Fate::Reported) => {
-                into_records_recycling([(batch, target)], anchor, &mut self.outbox, &mut self.emptied)
+                let mut batch = batch;
+                let mut records = Records::new(&mut self.outbox, &mut self.emptied, anchor);
+                records.add(&mut batch, &target);
+                records.finish();
             }
             Some(Fate::Discarded) => {
                 stats::count_sampled_out(spans);
@@ -231,9 +239,9 @@ impl Collector {
         }
     }
 
-    fn finish_root(&mut self, root: Message, anchor: &Anchor) {
+    fn finish_root(&mut self, root: &mut Message, anchor: &Anchor) {
         let target = *root.targets.first();
-        let trace = match self.pending.take() {
+        let mut trace = match self.pending.take() {
             Some((collect_id, trace)) if collect_id == target.collect_id => Some(trace),
             other => {
                 self.pending = other;
@@ -254,17 +262,16 @@ impl Collector {
             Fate::Discarded
         } else {
             let first = self.outbox.len();
-            // The root is converted last, with the rest of its trace, without
-            // a detour through a parts vector: it is the last record, where
-            // orphans and stray events go.
-            let root_part = std::iter::once((root.batch, target));
-            match trace {
-                Some(mut trace) => {
-                    let parts = trace.parts.drain(..).chain(root_part);
-                    into_records_recycling(parts, anchor, &mut self.outbox, &mut self.emptied);
-                    self.retire(trace.parts);
-                }
-                None => into_records_recycling(root_part, anchor, &mut self.outbox, &mut self.emptied),
+            // The root is converted last, where it lies in its message: it
+            // is the last record, where orphans and stray events go.
+            let mut records = Records::new(&mut self.outbox, &mut self.emptied, anchor);
+            if let Some(trace) = &mut trace {
+                records.add_all(&mut trace.parts);
+            }
+            records.add(&mut root.batch, &target);
+            records.finish();
+            if let Some(trace) = trace {
+                self.retire(trace.parts);
             }
             if lossy {
                 reparent_orphans(&mut self.outbox[first..]);
@@ -287,7 +294,9 @@ impl Collector {
             .collect();
         for id in stale {
             if let Some(mut trace) = self.open.remove(&id) {
-                into_records_recycling(trace.parts.drain(..), anchor, &mut self.outbox, &mut self.emptied);
+                let mut records = Records::new(&mut self.outbox, &mut self.emptied, anchor);
+                records.add_all(&mut trace.parts);
+                records.finish();
                 self.retire(trace.parts);
                 self.finished.insert(id, Fate::Reported, now);
             }
@@ -313,8 +322,9 @@ impl Collector {
 
     /// A batch that will not be converted: its buffer is still recycled.
     fn recycle(&mut self, batch: Batch) {
-        if let Batch::Local { spans, .. } = batch {
-            self.emptied.push(spans);
+        match batch {
+            Batch::Local { spans, .. } if spans.capacity() > 0 => self.emptied.push(spans),
+            _ => {}
         }
     }
 
@@ -344,63 +354,97 @@ impl Collector {
 }
 
 /// Appends the records of `parts` (typically one trace) to `out`, with
-/// events attached to their spans. Events whose span is not among them
-/// (their span was reported earlier) go to the last record, the root when a
-/// trace is finished, rather than being lost.
+/// events attached to their spans.
 pub(crate) fn into_records(
     parts: impl IntoIterator<Item = (Batch, Target)>,
     anchor: &Anchor,
     out: &mut Vec<SpanRecord>,
 ) {
     let mut emptied = Vec::new();
-    into_records_recycling(parts, anchor, out, &mut emptied);
+    let mut records = Records::new(out, &mut emptied, anchor);
+    for (mut batch, target) in parts {
+        records.add(&mut batch, &target);
+    }
+    records.finish();
     span_buffers::recycle(&mut emptied);
 }
 
-/// [`into_records`], collecting the emptied local buffers in `emptied`.
-fn into_records_recycling(
-    parts: impl IntoIterator<Item = (Batch, Target)>,
-    anchor: &Anchor,
-    out: &mut Vec<SpanRecord>,
-    emptied: &mut Vec<Vec<RawSpan>>,
-) {
-    let first = out.len();
-    let mut events = Vec::new();
-    for (batch, target) in parts {
+/// Builds the records of a trace's parts at the end of `out`, taking what
+/// the parts own out of them: a part is converted where it lies (in its
+/// message's ring slot, or in its trace's parts), as moving a 128-byte
+/// message or an 80-byte batch from place to place cost the collector a
+/// stall for each copy read back. Events whose span is not among the
+/// records (their span was reported earlier) go to the last record, the
+/// root when a trace is finished, rather than being lost.
+struct Records<'a> {
+    out: &'a mut Vec<SpanRecord>,
+    /// Emptied local span buffers, for the pool.
+    emptied: &'a mut Vec<Vec<RawSpan>>,
+    anchor: &'a Anchor,
+    first: usize,
+    events: Vec<(SpanId, EventRecord)>,
+}
+
+impl<'a> Records<'a> {
+    fn new(
+        out: &'a mut Vec<SpanRecord>,
+        emptied: &'a mut Vec<Vec<RawSpan>>,
+        anchor: &'a Anchor,
+    ) -> Records<'a> {
+        let first = out.len();
+        Records { out, emptied, anchor, first, events: Vec::new() }
+    }
+
+    /// Converts every part, leaving `parts` empty.
+    fn add_all(&mut self, parts: &mut Vec<(Batch, Target)>) {
+        for (batch, target) in parts.iter_mut() {
+            self.add(batch, target);
+        }
+        parts.clear();
+    }
+
+    /// Converts a part, leaving `batch` without spans.
+    fn add(&mut self, batch: &mut Batch, target: &Target) {
+        let (anchor, out, events) = (self.anchor, &mut *self.out, &mut self.events);
         match batch {
             Batch::Span(raw, span_events) => {
                 let (span_id, parent_id) = (raw.id, target.parent_id);
-                out.push(record(raw, &target, span_id, parent_id, anchor));
-                if let Some(span_events) = span_events {
+                out.push(record(raw, target, span_id, parent_id, anchor));
+                if let Some(span_events) = span_events.take() {
                     events
                         .extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
                 }
             }
-            Batch::Local { mut spans, events: has_events } => {
-                prefetch(&spans);
-                if has_events {
+            Batch::Local { spans, events: has_events } => {
+                prefetch(spans);
+                if *has_events {
                     out.reserve(spans.len());
                     for raw in spans.drain(..) {
-                        push_raw(raw, &target, IdMap::Keep, anchor, out, &mut events);
+                        push_raw(raw, target, IdMap::Keep, anchor, out, events);
                     }
                 } else {
                     // The common case, spans only: `extend` over a drain
                     // builds each record in place in `out` (measured: a
                     // loop of `push` built it on the stack and copied it,
                     // a tenth more collector CPU per span).
-                    out.extend(spans.drain(..).map(|raw| span_record(raw, &target, IdMap::Keep, anchor)));
+                    out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, anchor)));
                 }
-                emptied.push(spans);
+                if spans.capacity() > 0 {
+                    self.emptied.push(std::mem::take(spans));
+                }
             }
             Batch::Shared { spans, ids } => {
                 for raw in spans.iter() {
-                    push_raw(raw.clone(), &target, ids, anchor, out, &mut events);
+                    push_raw(raw.clone(), target, *ids, anchor, out, events);
                 }
             }
         }
     }
-    if !events.is_empty() {
-        attach_events(&mut out[first..], events);
+
+    fn finish(self) {
+        if !self.events.is_empty() {
+            attach_events(&mut self.out[self.first..], self.events);
+        }
     }
 }
 
@@ -431,14 +475,15 @@ fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
 }
 
 #[inline(always)]
-fn span_record(raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
+fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
     let (span_id, parent_id) = (ids.apply(raw.id, target), parent_id(&raw, target, ids));
-    record(raw, target, span_id, parent_id, anchor)
+    record(&mut raw, target, span_id, parent_id, anchor)
 }
 
+/// `raw`'s record; its name and properties are taken, the rest is left.
 #[inline(always)]
 fn record(
-    mut raw: RawSpan,
+    raw: &mut RawSpan,
     target: &Target,
     span_id: SpanId,
     parent_id: SpanId,
@@ -454,7 +499,7 @@ fn record(
         // would cost a division.
         duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
         properties: raw.take_properties(),
-        name: raw.name,
+        name: std::mem::take(&mut raw.name),
         events: Vec::new(),
     }
 }

@@ -28,6 +28,13 @@ pub(crate) enum Batch {
     Shared { spans: Arc<Vec<RawSpan>>, ids: IdMap },
 }
 
+/// An empty batch: what is left of a batch taken out of its message.
+impl Default for Batch {
+    fn default() -> Batch {
+        Batch::Local { spans: Vec::new(), events: false }
+    }
+}
+
 /// How a shared batch's span ids are turned into record ids per target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IdMap {

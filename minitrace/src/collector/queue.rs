@@ -34,6 +34,9 @@ const CREDIT_EVERY: usize = WAKE_AT / 4;
 /// Turns over the rings in one sweep: bounded, so that a cycle (and a
 /// `flush` waiting for it) ends while producers keep pushing.
 const MAX_ROUNDS: usize = 64;
+/// Messages filed from a ring before their slots are freed: few enough
+/// that a producer soon gets them back.
+const CHUNK: usize = 64;
 /// Dropped messages remembered between two collector cycles.
 const MAX_DROPPED: usize = 1 << 20;
 
@@ -149,7 +152,7 @@ fn register_thread() -> ThreadQueue {
 /// must not wait behind the stream of their children on another, or every
 /// trace stays open, its parts pile up, and the collector falls behind.
 /// Rings of exited threads are removed once empty.
-pub(crate) fn drain(mut file: impl FnMut(Message)) {
+pub(crate) fn drain(mut file: impl FnMut(&mut Message)) {
     // Filed without holding the lock, so that a new thread's first span
     // does not wait for a whole sweep.
     let mut rings = std::mem::take(&mut *lock(&RINGS));
@@ -162,16 +165,25 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
                 std::sync::atomic::fence(Ordering::Acquire);
             }
             let turn = ring.consumer.slots();
-            let mut drained = 0;
-            // Popped one by one: each pop frees its slot for the producer at once.
-            for message in std::iter::from_fn(|| ring.consumer.pop().ok()).take(turn) {
-                drained += cost(&message);
-                file(message);
+            let (mut left, mut drained) = (turn, 0);
+            // Filed where they lie, a few at a time: a chunk's slots are
+            // freed for the producer once its messages are filed.
+            while let Ok(mut chunk) = ring.consumer.read_chunk(left.min(CHUNK)) {
+                left -= chunk.len();
+                let (first, second) = chunk.as_mut_slices();
+                for message in first.iter_mut().chain(second) {
+                    drained += cost(message);
+                    file(message);
+                }
+                chunk.commit_all();
                 // Credited as it goes: during a long turn the producer
                 // would otherwise see its budget spent by messages already
                 // filed, and drop spans while its ring is nearly empty.
                 if drained >= CREDIT_EVERY {
                     ring.drained.fetch_add(std::mem::take(&mut drained), Ordering::Relaxed);
+                }
+                if left == 0 {
+                    break;
                 }
             }
             if drained > 0 {
@@ -189,7 +201,9 @@ pub(crate) fn drain(mut file: impl FnMut(Message)) {
     *registered = rings;
     drop(registered);
     let late = std::mem::take(&mut *lock(&LATE));
-    late.into_iter().for_each(file);
+    for mut message in late {
+        file(&mut message);
+    }
 }
 
 /// The messages dropped since the last call.
