@@ -467,10 +467,8 @@ pub(crate) fn into_records(
 }
 
 /// Appends `batch`'s records to `out` and its events to `events`, taking
-/// what the batch owns out of it: a part is converted where it lies (in its
-/// message's ring slot), as moving a 128-byte message or an 80-byte batch
-/// from place to place cost the collector a stall for each copy read back.
-/// An emptied local buffer goes to `emptied`.
+/// the batch out of its place (a message's ring slot) and leaving an empty
+/// one. An emptied local buffer goes to `emptied`.
 fn convert(
     batch: &mut Batch,
     target: &Target,
@@ -479,16 +477,20 @@ fn convert(
     events: &mut Vec<(SpanId, EventRecord)>,
     emptied: &mut Vec<Vec<RawSpan>>,
 ) {
-    match batch {
+    // Taken whole and converted by value: moving fields out of an owned
+    // span needs no drop call per span, and draining an owned vector keeps
+    // it in registers (measured: converted where they lay, behind a
+    // reference, local spans cost the collector half as much again).
+    match std::mem::take(batch) {
         Batch::Span(raw, span_events) => {
             let (span_id, parent_id) = (raw.id, target.parent_id);
             out.push(record(raw, target, span_id, parent_id, anchor));
-            if let Some(span_events) = span_events.take() {
+            if let Some(span_events) = span_events {
                 events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
             }
         }
-        Batch::Local { spans, events: has_events } => {
-            if *has_events {
+        Batch::Local { mut spans, events: has_events } => {
+            if has_events {
                 out.reserve(spans.len());
                 for raw in spans.drain(..) {
                     push_raw(raw, target, IdMap::Keep, anchor, out, events);
@@ -501,12 +503,12 @@ fn convert(
                 out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, anchor)));
             }
             if spans.capacity() > 0 {
-                emptied.push(std::mem::take(spans));
+                emptied.push(spans);
             }
         }
         Batch::Shared { spans, ids } => {
             for raw in spans.iter() {
-                push_raw(raw.clone(), target, *ids, anchor, out, events);
+                push_raw(raw.clone(), target, ids, anchor, out, events);
             }
         }
     }
@@ -539,15 +541,14 @@ fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
 }
 
 #[inline(always)]
-fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
+fn span_record(raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
     let (span_id, parent_id) = (ids.apply(raw.id, target), parent_id(&raw, target, ids));
-    record(&mut raw, target, span_id, parent_id, anchor)
+    record(raw, target, span_id, parent_id, anchor)
 }
 
-/// `raw`'s record; its name and properties are taken, the rest is left.
 #[inline(always)]
 fn record(
-    raw: &mut RawSpan,
+    mut raw: RawSpan,
     target: &Target,
     span_id: SpanId,
     parent_id: SpanId,
@@ -563,7 +564,7 @@ fn record(
         // would cost a division.
         duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
         properties: raw.take_properties(),
-        name: std::mem::take(&mut raw.name),
+        name: raw.name,
         events: Vec::new(),
     }
 }
