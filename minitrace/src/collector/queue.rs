@@ -168,7 +168,8 @@ pub(crate) fn drain(mut file: impl FnMut(&mut Message)) {
             let (mut left, mut drained) = (turn, 0);
             // Filed where they lie, a few at a time: a chunk's slots are
             // freed for the producer once its messages are filed.
-            while let Ok(mut chunk) = ring.consumer.read_chunk(left.min(CHUNK)) {
+            while left > 0 {
+                let Ok(mut chunk) = ring.consumer.read_chunk(left.min(CHUNK)) else { break };
                 left -= chunk.len();
                 let (first, second) = chunk.as_mut_slices();
                 for message in first.iter_mut().chain(second) {
@@ -181,9 +182,6 @@ pub(crate) fn drain(mut file: impl FnMut(&mut Message)) {
                 // filed, and drop spans while its ring is nearly empty.
                 if drained >= CREDIT_EVERY {
                     ring.drained.fetch_add(std::mem::take(&mut drained), Ordering::Relaxed);
-                }
-                if left == 0 {
-                    break;
                 }
             }
             if drained > 0 {

@@ -78,11 +78,32 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
     let mut pool = crate::util::lock(&POOL);
     for mut buffer in buffers.drain(..) {
         let capacity = buffer.capacity();
-        if capacity <= MAX_KEPT_CAPACITY && pool.capacity + capacity <= POOL_CAPACITY {
+        if worth_keeping(capacity, pool.capacity) {
             buffer.clear();
             pool.capacity += capacity;
             pool.buffers.push(buffer);
         }
     }
     POOLED.store(pool.buffers.len(), Ordering::Relaxed);
+}
+
+/// Whether a buffer of `capacity` goes to a pool holding `pooled` slots: not
+/// an unallocated one (handing it out would save nothing), nor one larger
+/// than a typical line needs, nor past the pool's bound.
+fn worth_keeping(capacity: usize, pooled: usize) -> bool {
+    (1..=MAX_KEPT_CAPACITY).contains(&capacity) && pooled + capacity <= POOL_CAPACITY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_keeps_only_allocated_buffers_of_a_usual_size_within_its_bound() {
+        assert!(worth_keeping(FRESH_CAPACITY, 0));
+        assert!(worth_keeping(MAX_KEPT_CAPACITY, POOL_CAPACITY - MAX_KEPT_CAPACITY));
+        assert!(!worth_keeping(0, 0));
+        assert!(!worth_keeping(MAX_KEPT_CAPACITY + 1, 0));
+        assert!(!worth_keeping(FRESH_CAPACITY, POOL_CAPACITY - FRESH_CAPACITY + 1));
+    }
 }
