@@ -157,7 +157,9 @@ impl Span {
     /// Makes this span the current thread's local parent until the guard is
     /// dropped: [`LocalSpan`](crate::local::LocalSpan)s started meanwhile are
     /// its descendants. On drop, the guard sends them to the collector in one
-    /// batch (spans still open are closed then).
+    /// batch (spans still open are closed then). Spans still open when the
+    /// thread exits are closed and sent by the thread's destructors; a guard
+    /// made after that (in a later thread-local destructor) records nothing.
     ///
     /// ```
     /// use minitrace::prelude::*;

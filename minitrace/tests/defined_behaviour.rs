@@ -45,6 +45,43 @@ fn a_thread_exiting_with_open_spans_reports_them() {
     assert!(open.duration_ns > 0);
 }
 
+/// A local parent set from a thread-local destructor that runs after the
+/// thread's exit has closed its span lines is a no-op: its local spans are
+/// not recorded (a guard leaked then could never be closed for the thread),
+/// and nothing panics. The thread-safe span itself is still reported.
+#[test]
+fn a_local_parent_set_after_the_thread_closed_its_lines_is_a_no_op() {
+    use std::cell::RefCell;
+
+    struct TracesOnDrop(Option<Span>);
+    impl Drop for TracesOnDrop {
+        fn drop(&mut self) {
+            if let Some(span) = self.0.take() {
+                let _guard = span.set_local_parent();
+                drop(LocalSpan::enter_with_local_parent("too late"));
+            }
+        }
+    }
+    thread_local! {
+        static LATE: RefCell<TracesOnDrop> = const { RefCell::new(TracesOnDrop(None)) };
+    }
+
+    let (root, trace_id) = new_root("request");
+    let worker = Span::enter_with_parent("worker", &root);
+    let late = Span::enter_with_parent("in a destructor", &root);
+    std::thread::spawn(move || {
+        // Registered first, so destroyed after the span lines are closed
+        // (thread-local destructors run in reverse order of registration).
+        LATE.with(|cell| cell.borrow_mut().0 = Some(late));
+        let _guard = worker.set_local_parent();
+        drop(LocalSpan::enter_with_local_parent("in time"));
+    })
+    .join()
+    .unwrap();
+    drop(root);
+    assert_eq!(tree(trace_id), "\nrequest []\n    in a destructor []\n    worker []\n        in time []\n");
+}
+
 /// Local spans dropped out of order keep their own end times; later spans
 /// attach to the parent of the span dropped last.
 #[test]

@@ -10,8 +10,13 @@ use crate::util::span_buffers;
 #[derive(Debug)]
 pub(crate) struct SpanQueue {
     spans: Vec<RawSpan>,
-    /// Index of the innermost open span: the next span's parent.
-    current: Option<usize>,
+    /// Entries the queue takes before [`grow`](SpanQueue::grow) runs: the
+    /// buffer's capacity, capped at [`MAX_SPANS_PER_QUEUE`], so that opening
+    /// a span checks one bound, not two.
+    room: usize,
+    /// The innermost open span's id ([`LINE_PARENT`] when none is open):
+    /// the next span's parent, kept as the id it is used as.
+    current: SpanId,
     /// Span ids are `id_base + index`: unique within the queue, and a random
     /// base keeps them apart from other queues' without a generator call
     /// per span. Drawn with the first span (0 until then), below 2^63 so
@@ -33,30 +38,32 @@ impl SpanQueue {
     /// when something is recorded: a line that records nothing, such as most
     /// polls of a future in a span, costs neither.
     pub(crate) fn new() -> SpanQueue {
-        SpanQueue { spans: Vec::new(), current: None, id_base: 0, open: 0, events: 0 }
+        SpanQueue { spans: Vec::new(), room: 0, current: LINE_PARENT, id_base: 0, open: 0, events: 0 }
     }
 
     /// Spare capacity for one more entry, or `None` at the limit.
     #[inline]
     fn make_room(&mut self) -> Option<()> {
-        if self.spans.len() >= MAX_SPANS_PER_QUEUE {
-            return None;
+        if self.spans.len() < self.room {
+            return Some(());
         }
-        if self.spans.len() == self.spans.capacity() {
-            self.grow();
-        }
-        Some(())
+        self.grow()
     }
 
     /// The first entry takes a recycled buffer and draws the id base; later
-    /// ones, past the buffer's capacity, grow it.
+    /// ones, past the buffer's capacity, grow it, up to the limit.
     #[cold]
-    fn grow(&mut self) {
+    fn grow(&mut self) -> Option<()> {
+        if self.spans.len() >= MAX_SPANS_PER_QUEUE {
+            return None;
+        }
         if self.spans.capacity() == 0 {
             self.spans = span_buffers::take();
             self.id_base = (SpanId::random().0 >> 1).max(1);
         }
         self.spans.reserve(1);
+        self.room = self.spans.capacity().min(MAX_SPANS_PER_QUEUE);
+        Some(())
     }
 
     /// Opens a span under the innermost open one; returns its index.
@@ -67,17 +74,22 @@ impl SpanQueue {
             return None;
         }
         let index = self.spans.len();
-        let (id, parent_id) = (SpanId(self.id_base + index as u64), self.current_parent_id());
+        let (id, parent_id) = (SpanId(self.id_base + index as u64), self.current);
         // Written in place: `push` builds the span on the stack before its
         // capacity check and then copies it, and reading back what was just
         // stored in smaller pieces stalls (measured: a fifth of a local
         // span's cost in a caller's crate).
-        let slot = &mut self.spans.spare_capacity_mut()[0];
-        slot.write(RawSpan::begin(id, parent_id, name, Clock::SameThread.now()));
-        // SAFETY: `make_room` left capacity for this entry, which is now
-        // initialised.
-        unsafe { self.spans.set_len(index + 1) };
-        self.current = Some(index);
+        // Through a pointer, as indexing the spare capacity checks a bound
+        // that `make_room` already did.
+        let span = RawSpan::begin(id, parent_id, name, Clock::SameThread.now());
+        // SAFETY: `make_room` left room for this entry within the buffer's
+        // capacity (`room` never exceeds it), so the slot is allocated and
+        // unused; once written, it is initialised and the length may cover it.
+        unsafe {
+            self.spans.as_mut_ptr().add(index).write(span);
+            self.spans.set_len(index + 1);
+        }
+        self.current = id;
         self.open += 1;
         Some(index)
     }
@@ -88,20 +100,15 @@ impl SpanQueue {
     #[inline]
     pub(crate) fn finish_span(&mut self, index: usize) {
         if let Some(span) = self.spans.get_mut(index) {
-            if span.is_open() {
-                self.open -= 1;
-            }
+            self.open -= usize::from(span.is_open());
             span.end = Clock::SameThread.now();
-            self.current = match span.parent_id {
-                LINE_PARENT => None,
-                parent => Some((parent.0 - self.id_base) as usize),
-            };
+            self.current = span.parent_id;
         }
     }
 
     #[inline]
     pub(crate) fn current_parent_id(&self) -> SpanId {
-        self.current.map_or(LINE_PARENT, |index| self.spans[index].id)
+        self.current
     }
 
     pub(crate) fn add_properties(&mut self, slot: usize, properties: Vec<Property>) {
@@ -111,14 +118,14 @@ impl SpanQueue {
     }
 
     pub(crate) fn add_properties_to_current(&mut self, properties: Vec<Property>) {
-        if let Some(index) = self.current {
-            self.add_properties(index, properties);
+        if self.current != LINE_PARENT {
+            self.add_properties((self.current.0 - self.id_base) as usize, properties);
         }
     }
 
     pub(crate) fn add_event(&mut self, name: Cow<'static, str>, properties: Vec<Property>) {
         if self.make_room().is_some() {
-            self.spans.push(RawSpan::event(self.current_parent_id(), name, properties));
+            self.spans.push(RawSpan::event(self.current, name, properties));
             self.events += 1;
         }
     }
@@ -133,7 +140,8 @@ impl SpanQueue {
             }
             self.open = 0;
         }
-        self.current = None;
+        self.current = LINE_PARENT;
+        self.room = 0;
         let spans = self.spans.len() - std::mem::take(&mut self.events);
         (std::mem::take(&mut self.spans), spans)
     }

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 
 use crate::collector::message::{Batch, Message, Role};
@@ -77,24 +78,34 @@ impl LocalSpanHandle {
 }
 
 pub(crate) struct LocalStack {
-    lines: Vec<SpanLine>,
+    /// Not dropped with the thread-local (see `STACK`): `CloseAtExit`
+    /// empties it at thread exit.
+    lines: ManuallyDrop<Vec<SpanLine>>,
     next_epoch: u64,
 }
 
 thread_local! {
-    static STACK: RefCell<LocalStack> = const { RefCell::new(LocalStack { lines: Vec::new(), next_epoch: 1 }) };
+    // Nothing in it needs dropping, so that every span's access to it is a
+    // plain thread-local access, with no check that the thread is still
+    // alive; what its destructor would do is `CLOSE_AT_EXIT`'s.
+    static STACK: RefCell<LocalStack> = const { RefCell::new(LocalStack { lines: ManuallyDrop::new(Vec::new()), next_epoch: 1 }) };
+    static CLOSE_AT_EXIT: CloseAtExit = const { CloseAtExit };
 }
 
-/// Runs `f` on this thread's stack; `None` while the thread is exiting, or
-/// if called re-entrantly (never from our code; then the caller gets a no-op).
+/// Runs `f` on this thread's stack; `None` if called re-entrantly (never
+/// from our code; then the caller gets a no-op). `try_with` although it
+/// cannot fail: `with` was compiled to a call through the key's accessor.
 #[inline]
 fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
     STACK.try_with(|stack| stack.try_borrow_mut().ok().map(|mut stack| f(&mut stack))).ok().flatten()
 }
 
-/// Opens a line; returns its epoch, the key to close it with.
+/// Opens a line; returns its epoch, the key to close it with. `None` once
+/// the thread's exit has closed its lines: a line opened later could never
+/// be closed for it.
 #[inline]
 pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
+    CLOSE_AT_EXIT.try_with(|_| ()).ok()?;
     with_stack(|stack| {
         let epoch = stack.next_epoch;
         stack.next_epoch = epoch_after(epoch);
@@ -197,11 +208,15 @@ pub(crate) fn current_context() -> Option<SpanContext> {
     .flatten()
 }
 
-impl Drop for LocalStack {
-    /// A thread exiting with guards still open: their spans are closed now
-    /// and reported, not lost.
+/// A thread exiting with guards still open: their spans are closed and
+/// reported when the thread's destructors run, not lost. Every line pushed
+/// first touches it, which registers it to be dropped.
+struct CloseAtExit;
+
+impl Drop for CloseAtExit {
     fn drop(&mut self) {
-        for line in self.lines.drain(..) {
+        let lines = with_stack(|stack| std::mem::take(&mut *stack.lines)).unwrap_or_default();
+        for line in lines {
             line.submit();
         }
     }
