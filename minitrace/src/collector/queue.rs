@@ -9,6 +9,7 @@
 //! will never come.
 
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -69,25 +70,68 @@ pub(crate) struct Dropped {
     pub(crate) root: bool,
 }
 
-thread_local! {
-    static QUEUE: RefCell<Option<ThreadQueue>> = const { RefCell::new(None) };
+/// This thread's end of its ring.
+enum Slot {
+    /// Registered with the thread's first message.
+    Unregistered,
+    Open(ThreadQueue),
+    /// The thread is exiting: its ring is abandoned, later messages go to [`LATE`].
+    Closed,
 }
 
+thread_local! {
+    // Nothing in it is dropped with the thread-local, so that every
+    // message's access to it is a plain thread-local access, with no check
+    // that the thread is still alive (measured: with a destructor, the
+    // access was a call through the key's accessor, and the message was
+    // copied once more on the way); `CLOSE_AT_EXIT` closes the ring.
+    static QUEUE: RefCell<ManuallyDrop<Slot>> = const { RefCell::new(ManuallyDrop::new(Slot::Unregistered)) };
+    static CLOSE_AT_EXIT: CloseAtExit = const { CloseAtExit };
+}
+
+#[inline]
 pub(crate) fn submit(message: Message) {
-    // Checked first, so that the message is moved once into the ring rather
-    // than parked in an `Option` to be recovered (each copy of its 128 bytes
-    // read back what was just written: measured, a tenth of a thread-safe
-    // span's cost). Gone only in thread-local destructors at thread exit.
-    if QUEUE.try_with(|_| ()).is_err() {
-        return lock(&LATE).push(message);
-    }
-    QUEUE.with(|queue| match queue.try_borrow_mut() {
-        Ok(mut queue) => enqueue(queue.get_or_insert_with(register_thread), message),
+    let _ = QUEUE.try_with(|slot| match slot.try_borrow_mut() {
+        Ok(mut slot) => match &mut **slot {
+            Slot::Open(queue) => enqueue(queue, message),
+            slot => submit_unregistered(slot, message),
+        },
         // Re-entered (never from our code): queued for the next sweep.
         Err(_) => lock(&LATE).push(message),
     });
 }
 
+/// The thread's first message registers its ring, unless the thread is
+/// exiting: then its messages are queued for the collector's next sweep.
+#[cold]
+#[inline(never)]
+fn submit_unregistered(slot: &mut Slot, message: Message) {
+    if matches!(slot, Slot::Unregistered) && CLOSE_AT_EXIT.try_with(|_| ()).is_ok() {
+        let mut queue = register_thread();
+        enqueue(&mut queue, message);
+        *slot = Slot::Open(queue);
+    } else {
+        *slot = Slot::Closed;
+        lock(&LATE).push(message);
+    }
+}
+
+/// Closes the thread's ring when the thread exits: dropping the producer
+/// abandons it, and the collector removes it once it has filed the rest.
+/// The first message registers it to be dropped.
+struct CloseAtExit;
+
+impl Drop for CloseAtExit {
+    fn drop(&mut self) {
+        let _ = QUEUE.try_with(|slot| {
+            if let Ok(mut slot) = slot.try_borrow_mut() {
+                drop(std::mem::replace(&mut **slot, Slot::Closed));
+            }
+        });
+    }
+}
+
+#[inline]
 fn enqueue(queue: &mut ThreadQueue, message: Message) {
     let cost = cost(&message);
     let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
