@@ -288,10 +288,9 @@ impl Collector {
         // The trace's records end up together at the end of the outbox,
         // where the root is converted last: it is the last record, where
         // orphans and stray events go.
-        let (first, trace) = match self.staged.take() {
-            Some(staged) if staged.collect_id == target.collect_id => (staged.first, Some(staged.trace)),
-            other => {
-                self.staged = other;
+        let (first, trace) = match self.take_staged(target.collect_id) {
+            Some(staged) => (staged.first, Some(staged.trace)),
+            None => {
                 let trace = self.open.remove(&target.collect_id);
                 self.unstage();
                 (self.outbox.len(), trace)
@@ -354,23 +353,25 @@ impl Collector {
     /// Drops an open trace, staged or not, with its records; returns how
     /// many spans it held (0 for no such trace).
     fn discard_open(&mut self, collect_id: u64) -> usize {
-        let (spans, trace) = match self.staged.take() {
+        let (spans, trace) = match self.take_staged(collect_id) {
             // Its records truncated where they are, not moved out first.
-            Some(Staged { collect_id: staged, first, trace }) if staged == collect_id => {
+            Some(Staged { first, trace, .. }) => {
                 let spans = self.outbox.len() - first;
                 self.outbox.truncate(first);
                 (spans, trace)
             }
-            other => {
-                self.staged = other;
-                match self.open.remove(&collect_id) {
-                    Some(trace) => (trace.records.len(), trace),
-                    None => return 0,
-                }
-            }
+            None => match self.open.remove(&collect_id) {
+                Some(trace) => (trace.records.len(), trace),
+                None => return 0,
+            },
         };
         self.retire(trace);
         spans
+    }
+
+    /// The staged trace, taken, if it is this one.
+    fn take_staged(&mut self, collect_id: u64) -> Option<Staged> {
+        self.staged.take_if(|staged| staged.collect_id == collect_id)
     }
 
     fn open_trace(&mut self, collect_id: u64) -> Option<&mut OpenTrace> {

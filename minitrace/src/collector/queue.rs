@@ -18,7 +18,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use crate::collector::message::{Message, Role};
 use crate::collector::target::Targets;
 use crate::collector::{global, stats};
-use crate::util::lock;
+use crate::util::{lock, thread_exit};
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
 const RING_CAPACITY: usize = 1 << 14;
@@ -80,13 +80,10 @@ enum Slot {
 }
 
 thread_local! {
-    // Nothing in it is dropped with the thread-local, so that every
-    // message's access to it is a plain thread-local access, with no check
-    // that the thread is still alive (measured: with a destructor, the
-    // access was a call through the key's accessor, and the message was
-    // copied once more on the way); `CLOSE_AT_EXIT` closes the ring.
+    // Not dropped with the thread-local: see [`thread_exit`]. (Measured:
+    // with a destructor, each access was a call through the key's accessor,
+    // and the message was copied once more on the way.)
     static QUEUE: RefCell<ManuallyDrop<Slot>> = const { RefCell::new(ManuallyDrop::new(Slot::Unregistered)) };
-    static CLOSE_AT_EXIT: CloseAtExit = const { CloseAtExit };
 }
 
 #[inline]
@@ -106,7 +103,7 @@ pub(crate) fn submit(message: Message) {
 #[cold]
 #[inline(never)]
 fn submit_unregistered(slot: &mut Slot, message: Message) {
-    if matches!(slot, Slot::Unregistered) && CLOSE_AT_EXIT.try_with(|_| ()).is_ok() {
+    if matches!(slot, Slot::Unregistered) && thread_exit::armed() {
         let mut queue = register_thread();
         enqueue(&mut queue, message);
         *slot = Slot::Open(queue);
@@ -118,17 +115,12 @@ fn submit_unregistered(slot: &mut Slot, message: Message) {
 
 /// Closes the thread's ring when the thread exits: dropping the producer
 /// abandons it, and the collector removes it once it has filed the rest.
-/// The first message registers it to be dropped.
-struct CloseAtExit;
-
-impl Drop for CloseAtExit {
-    fn drop(&mut self) {
-        let _ = QUEUE.try_with(|slot| {
-            if let Ok(mut slot) = slot.try_borrow_mut() {
-                drop(std::mem::replace(&mut **slot, Slot::Closed));
-            }
-        });
-    }
+pub(crate) fn close_ring() {
+    let _ = QUEUE.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            drop(std::mem::replace(&mut **slot, Slot::Closed));
+        }
+    });
 }
 
 #[inline]
@@ -272,6 +264,21 @@ mod tests {
     // `drain` in these tests is the only consumer; one test at a time, as
     // `drain` takes every thread's messages.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    /// Closed at the thread's exit, an exited thread's ring is filed to the
+    /// end and then removed, not kept for ever.
+    #[test]
+    fn an_exited_threads_ring_is_filed_and_removed() {
+        let _serial = lock(&ONE_AT_A_TIME);
+        drain(|_| {});
+        let rings = lock(&RINGS).len();
+        std::thread::spawn(|| submit(message(Role::Child))).join().unwrap();
+        assert_eq!(lock(&RINGS).len(), rings + 1);
+        let mut filed = 0;
+        drain(|_| filed += 1);
+        assert_eq!(filed, 1);
+        assert_eq!(lock(&RINGS).len(), rings);
+    }
 
     #[test]
     fn a_producer_kept_up_with_never_drops() {

@@ -78,9 +78,8 @@ impl SpanQueue {
         // Written in place: `push` builds the span on the stack before its
         // capacity check and then copies it, and reading back what was just
         // stored in smaller pieces stalls (measured: a fifth of a local
-        // span's cost in a caller's crate).
-        // Through a pointer, as indexing the spare capacity checks a bound
-        // that `make_room` already did.
+        // span's cost in a caller's crate). Through a pointer, as indexing
+        // the spare capacity would check again the bound `make_room` did.
         let span = RawSpan::begin(id, parent_id, name, Clock::SameThread.now());
         // SAFETY: `make_room` left room for this entry within the buffer's
         // capacity (`room` never exceeds it), so the slot is allocated and

@@ -14,7 +14,7 @@ use crate::collector::target::Targets;
 use crate::collector::{queue, SpanContext};
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
 use crate::local::span_queue::{SpanQueue, MAX_SPANS_PER_QUEUE};
-use crate::util::span_buffers;
+use crate::util::{span_buffers, thread_exit};
 
 pub(crate) struct SpanLine {
     epoch: u64,
@@ -78,18 +78,13 @@ impl LocalSpanHandle {
 }
 
 pub(crate) struct LocalStack {
-    /// Not dropped with the thread-local (see `STACK`): `CloseAtExit`
-    /// empties it at thread exit.
+    /// Not dropped with the thread-local: see [`thread_exit`].
     lines: ManuallyDrop<Vec<SpanLine>>,
     next_epoch: u64,
 }
 
 thread_local! {
-    // Nothing in it needs dropping, so that every span's access to it is a
-    // plain thread-local access, with no check that the thread is still
-    // alive; what its destructor would do is `CLOSE_AT_EXIT`'s.
     static STACK: RefCell<LocalStack> = const { RefCell::new(LocalStack { lines: ManuallyDrop::new(Vec::new()), next_epoch: 1 }) };
-    static CLOSE_AT_EXIT: CloseAtExit = const { CloseAtExit };
 }
 
 /// Runs `f` on this thread's stack; `None` if called re-entrantly (never
@@ -105,7 +100,9 @@ fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
 /// be closed for it.
 #[inline]
 pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
-    CLOSE_AT_EXIT.try_with(|_| ()).ok()?;
+    if !thread_exit::armed() {
+        return None;
+    }
     with_stack(|stack| {
         let epoch = stack.next_epoch;
         stack.next_epoch = epoch_after(epoch);
@@ -209,16 +206,11 @@ pub(crate) fn current_context() -> Option<SpanContext> {
 }
 
 /// A thread exiting with guards still open: their spans are closed and
-/// reported when the thread's destructors run, not lost. Every line pushed
-/// first touches it, which registers it to be dropped.
-struct CloseAtExit;
-
-impl Drop for CloseAtExit {
-    fn drop(&mut self) {
-        let lines = with_stack(|stack| std::mem::take(&mut *stack.lines)).unwrap_or_default();
-        for line in lines {
-            line.submit();
-        }
+/// reported, not lost.
+pub(crate) fn close_all_lines() {
+    let lines = with_stack(|stack| std::mem::take(&mut *stack.lines)).unwrap_or_default();
+    for line in lines {
+        line.submit();
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]
 pub(crate) mod recording;
 pub(crate) mod span_buffers;
+pub(crate) mod thread_exit;
 #[doc(hidden)]
 pub mod tree;
 

@@ -57,13 +57,13 @@ pub(crate) fn take() -> Vec<RawSpan> {
 
 /// Keeps an emptied buffer on this thread for its next line.
 pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
-    if buffer.capacity() == 0 {
+    if !usual_size(buffer.capacity()) {
         return;
     }
     buffer.clear();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
-            if cache.len() < REFILL && buffer.capacity() <= MAX_KEPT_CAPACITY {
+            if cache.len() < REFILL {
                 cache.push(buffer);
             }
         }
@@ -87,11 +87,16 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
     POOLED.store(pool.buffers.len(), Ordering::Relaxed);
 }
 
-/// Whether a buffer of `capacity` goes to a pool holding `pooled` slots: not
-/// an unallocated one (handing it out would save nothing), nor one larger
-/// than a typical line needs, nor past the pool's bound.
+/// Whether a buffer of `capacity` goes to a pool holding `pooled` slots: one
+/// of a usual size, within the pool's bound.
 fn worth_keeping(capacity: usize, pooled: usize) -> bool {
-    (1..=MAX_KEPT_CAPACITY).contains(&capacity) && pooled + capacity <= POOL_CAPACITY
+    usual_size(capacity) && pooled + capacity <= POOL_CAPACITY
+}
+
+/// Whether a buffer is worth keeping at all: not an unallocated one (handing
+/// it out would save nothing), nor one larger than a typical line needs.
+fn usual_size(capacity: usize) -> bool {
+    (1..=MAX_KEPT_CAPACITY).contains(&capacity)
 }
 
 #[cfg(test)]
