@@ -175,23 +175,52 @@ fn run_collector() {
 // lines up with one bitmap of the collector's fates.
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(ID_BLOCK);
 /// Collect ids are handed to each thread in blocks of this many.
-pub(crate) const ID_BLOCK: u64 = 1 << 16;
+pub(crate) const ID_BLOCK: u64 = 1 << 12;
+/// Collect ids stay below this, so that a `Span` keeps one in 4 bytes. They
+/// wrap after 2³² traces or 2²⁰ blocks (as many threads starting traces),
+/// far longer than the collector keeps an open trace or a trace's fate
+/// (10 s).
+const COLLECT_ID_LIMIT: u64 = 1 << 32;
 
 thread_local! {
     static NEXT_COLLECT_ID: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// A process-unique id for a new trace's buffer in the collector, taken
-/// from a per-thread block so that starting a root touches no shared cache line.
+/// An id for a new trace's buffer in the collector, unique among the traces
+/// it holds or remembers, taken from a per-thread block so that starting a
+/// root touches no shared cache line.
 pub(crate) fn next_collect_id() -> u64 {
     NEXT_COLLECT_ID.with(|cell| {
         let (mut next, end) = cell.get();
         if next == end {
-            next = NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
-            cell.set((next + 1, next + ID_BLOCK));
+            let (first, end) = block_ids(NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed));
+            next = first;
+            cell.set((next + 1, end));
         } else {
             cell.set((next + 1, end));
         }
         next
     })
+}
+
+/// The ids of the block whose unwrapped start is `start`: the first and
+/// one past the last, below `COLLECT_ID_LIMIT`, with id 0 left out.
+fn block_ids(start: u64) -> (u64, u64) {
+    let block = start % COLLECT_ID_LIMIT;
+    (block.max(1), block + ID_BLOCK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collect_ids_wrap_below_the_limit_and_never_are_0() {
+        assert_eq!(block_ids(ID_BLOCK), (ID_BLOCK, 2 * ID_BLOCK));
+        // The last block before the wrap ends at the limit; the next one is
+        // the first block again, without id 0.
+        assert_eq!(block_ids(COLLECT_ID_LIMIT - ID_BLOCK).1, COLLECT_ID_LIMIT);
+        assert_eq!(block_ids(COLLECT_ID_LIMIT), (1, ID_BLOCK));
+        assert_eq!(block_ids(3 * COLLECT_ID_LIMIT + 2 * ID_BLOCK), (2 * ID_BLOCK, 3 * ID_BLOCK));
+    }
 }
