@@ -10,17 +10,19 @@
 //! reported. A trace that stops being the newest before its root arrives
 //! moves its records to a vector of its own until then.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant as StdInstant};
 
-use minstant::Anchor;
+use minstant::{Anchor, Instant};
 
 use crate::collector::global::ID_BLOCK;
-use crate::collector::message::{Batch, IdMap, Message, Role};
+use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
 use crate::collector::target::{Target, Targets};
 use crate::collector::{queue, stats, Config, EventRecord, Reporter, SpanId, SpanRecord};
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
+use crate::span::SpanState;
 use crate::util::span_buffers;
 
 /// Spans of a trace whose root has not finished are reported anyway after
@@ -90,6 +92,33 @@ struct OpenTrace {
     opened: StdInstant,
 }
 
+/// A part of a trace as it is filed: a batch lying in its message, or a
+/// thread-safe span lying in its message as it was kept.
+enum Part<'a> {
+    Batch(&'a mut Batch),
+    Ended(&'a mut SpanState, Instant),
+}
+
+impl Part<'_> {
+    /// As a batch of its own (for a span with several parents, shared
+    /// between them).
+    fn take_batch(self) -> Batch {
+        match self {
+            Part::Batch(batch) => std::mem::take(batch),
+            Part::Ended(state, end) => state.take_batch(end),
+        }
+    }
+
+    /// How long it lasted, if it is one span.
+    fn span_duration(&self) -> Option<Duration> {
+        match self {
+            Part::Batch(Batch::Span(raw, _)) => Some(raw.end.duration_since(raw.begin)),
+            Part::Batch(_) => None,
+            Part::Ended(state, end) => Some(end.duration_since(state.begin())),
+        }
+    }
+}
+
 impl OpenTrace {
     /// Converts a part of `spans` spans into the trace: into `staged_at`,
     /// the outbox, when the trace is staged, else into its own records. A
@@ -97,7 +126,7 @@ impl OpenTrace {
     /// makes the trace lossy.
     fn add(
         &mut self,
-        batch: &mut Batch,
+        part: Part<'_>,
         target: &Target,
         spans: usize,
         config: &Config,
@@ -111,7 +140,7 @@ impl OpenTrace {
         }
         self.spans += spans;
         let out = staged_at.unwrap_or(&mut self.records);
-        convert(batch, target, &self.anchor, out, &mut self.events, emptied);
+        convert(part, target, &self.anchor, out, &mut self.events, emptied);
     }
 
     /// Appends the records so far to `outbox`; events whose span is not
@@ -179,15 +208,33 @@ impl Collector {
     /// Files a message read in place from its ring: what it owns is taken
     /// out of it, and the rest is dropped there.
     fn file(&mut self, message: &mut Message) {
-        match message.role {
-            Role::Child => self.add_child(message),
+        match message {
+            Message::Ended(EndedSpan { state, end }) => {
+                // Converted from where it lies: taken apart into a raw span
+                // first, its pieces were copied on 16 bytes at a time from
+                // 8-byte writes, a store-forwarding stall each.
+                let (targets, role) = (state.targets(), state.role());
+                self.file_part(Part::Ended(state, *end), &targets, role, 1);
+            }
+            Message::Parts(parts) => self.file_part(
+                Part::Batch(&mut parts.batch),
+                &parts.targets,
+                parts.role,
+                parts.spans_per_target,
+            ),
+        }
+    }
+
+    fn file_part(&mut self, part: Part<'_>, targets: &Targets, role: Role, spans_per_target: usize) {
+        match role {
+            Role::Child => self.add_child(part, targets, spans_per_target),
             Role::Root | Role::CancelledRoot => {
                 // A child dropped before this root on any thread is noted
                 // before the root was queued: mark its trace first.
                 if queue::drops_pending() {
                     self.apply_drops();
                 }
-                self.finish_root(message);
+                self.finish_root(part, targets.first(), role);
             }
         }
         // Reported between traces, so that a trace is never split. (While a
@@ -218,30 +265,29 @@ impl Collector {
         }
     }
 
-    fn add_child(&mut self, message: &mut Message) {
-        let spans = message.spans_per_target;
-        match &message.targets {
-            Targets::One(target) => self.add_part(&mut message.batch, target, spans),
+    fn add_child(&mut self, part: Part<'_>, targets: &Targets, spans: usize) {
+        match targets {
+            Targets::One(target) => self.add_part(part, target, spans),
             Targets::Many(targets) => {
-                let batches = std::mem::take(&mut message.batch).share(targets.len());
+                let batches = part.take_batch().share(targets.len());
                 for (mut batch, target) in batches.into_iter().zip(targets) {
-                    self.add_part(&mut batch, target, spans);
+                    self.add_part(Part::Batch(&mut batch), target, spans);
                 }
             }
         }
     }
 
-    fn add_part(&mut self, batch: &mut Batch, target: &Target, spans: usize) {
+    fn add_part(&mut self, part: Part<'_>, target: &Target, spans: usize) {
         // Asked for all at once as soon as the batch arrives, so that the
         // misses on spans written on another core overlap (measured: ~8 %
         // less collector CPU per 10-span request, ~15 % per 101-span trace).
-        if let Batch::Local { spans, .. } = &*batch {
+        if let Part::Batch(Batch::Local { spans, .. }) = &part {
             prefetch(spans);
         }
         let collect_id = target.collect_id;
         // Most parts belong to the staged trace, or to another open one.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
-            staged.trace.add(batch, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
+            staged.trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
             // A large staged trace is brought to the front of the outbox
             // while it is still small to move, so that it can be unstaged
             // or finished by a swap.
@@ -251,42 +297,42 @@ impl Collector {
             return;
         }
         if let Some(trace) = self.open.get_mut(&collect_id) {
-            return trace.add(batch, target, spans, &self.config, None, &mut self.emptied);
+            return trace.add(part, target, spans, &self.config, None, &mut self.emptied);
         }
         match self.finished.get(collect_id) {
             Some(Fate::Reported) => {
                 // A late span of a reported trace: reported on its own.
                 self.unstage();
                 let (first, mut events) = (self.outbox.len(), Vec::new());
-                convert(batch, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
+                convert(part, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
                 attach_events(&mut self.outbox[first..], events);
             }
             Some(Fate::Discarded) => {
                 stats::count_sampled_out(spans);
-                self.recycle(batch);
+                self.recycle(part);
             }
             Some(Fate::RootDropped) => {
                 stats::count_queue_full(spans);
-                self.recycle(batch);
+                self.recycle(part);
             }
             None => {
                 // A new trace: it becomes the staged one.
                 self.unstage();
                 let mut trace = self.new_trace();
                 let first = self.outbox.len();
-                trace.add(batch, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
+                trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
                 self.staged = Some(Staged { collect_id, first, trace });
             }
         }
     }
 
-    fn finish_root(&mut self, root: &mut Message) {
-        let target = *root.targets.first();
-        let too_fast = match (&root.batch, self.config.slow_trace_threshold) {
-            (Batch::Span(raw, _), Some(threshold)) => raw.end.duration_since(raw.begin) < threshold,
+    fn finish_root(&mut self, root: Part<'_>, target: &Target, role: Role) {
+        let target = *target;
+        let too_fast = match (root.span_duration(), self.config.slow_trace_threshold) {
+            (Some(duration), Some(threshold)) => duration < threshold,
             _ => false,
         };
-        if root.role == Role::CancelledRoot || too_fast {
+        if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));
             self.finished.insert(target.collect_id, Fate::Discarded, self.now);
             return;
@@ -317,7 +363,7 @@ impl Collector {
             events = std::mem::take(&mut trace.events);
             self.retire(trace);
         }
-        convert(&mut root.batch, &target, &anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        convert(root, &target, &anchor, &mut self.outbox, &mut events, &mut self.emptied);
         attach_events(&mut self.outbox[first..], events);
         if lossy {
             reparent_orphans(&mut self.outbox[first..]);
@@ -424,8 +470,8 @@ impl Collector {
     }
 
     /// A batch that will not be converted: its buffer is still recycled.
-    fn recycle(&mut self, batch: &mut Batch) {
-        if let Batch::Local { spans, .. } = batch {
+    fn recycle(&mut self, part: Part<'_>) {
+        if let Part::Batch(Batch::Local { spans, .. }) = part {
             self.emptied.push(std::mem::take(spans));
         }
     }
@@ -477,7 +523,7 @@ pub(crate) fn into_records(
 ) {
     let (first, mut events, mut emptied) = (out.len(), Vec::new(), Vec::new());
     for (mut batch, target) in parts {
-        convert(&mut batch, &target, anchor, out, &mut events, &mut emptied);
+        convert(Part::Batch(&mut batch), &target, anchor, out, &mut events, &mut emptied);
     }
     attach_events(&mut out[first..], events);
     span_buffers::recycle(&mut emptied);
@@ -487,7 +533,7 @@ pub(crate) fn into_records(
 /// what the batch owns out of it (it lies in a message's ring slot, and is
 /// dropped there). An emptied local buffer goes to `emptied`.
 fn convert(
-    batch: &mut Batch,
+    part: Part<'_>,
     target: &Target,
     anchor: &Anchor,
     out: &mut Vec<SpanRecord>,
@@ -501,6 +547,10 @@ fn convert(
     // again). The rest stays where it lies: copying a whole thread-safe
     // span's message out of its ring slot first cost the collector a sixth
     // more per span (1 000 spans ended on another thread).
+    let batch = match part {
+        Part::Batch(batch) => batch,
+        Part::Ended(state, end) => return convert_ended(state, end, target, anchor, out, events),
+    };
     match batch {
         Batch::Span(raw, span_events) => {
             let span_id = raw.id;
@@ -531,6 +581,48 @@ fn convert(
             for raw in spans.iter() {
                 push_raw(raw.clone(), target, *ids, anchor, out, events);
             }
+        }
+    }
+}
+
+/// A thread-safe span's record, read from where the span lies.
+#[inline(always)]
+fn convert_ended(
+    state: &mut SpanState,
+    end: Instant,
+    target: &Target,
+    anchor: &Anchor,
+    out: &mut Vec<SpanRecord>,
+    events: &mut Vec<(SpanId, EventRecord)>,
+) {
+    let begin = state.begin().as_unix_nanos(anchor);
+    let duration_ns = end.as_unix_nanos(anchor).saturating_sub(begin);
+    // Built in place in `out`, in one expression per case: a record built
+    // apart and then pushed was copied.
+    match state.take_extra() {
+        None => out.push(SpanRecord {
+            trace_id: target.trace_id(),
+            span_id: state.id(),
+            parent_id: target.parent_id,
+            begin_time_unix_ns: begin,
+            duration_ns,
+            name: Cow::Borrowed(state.static_name()),
+            properties: Vec::new(),
+            events: Vec::new(),
+        }),
+        Some(extra) => {
+            let (name, properties, span_events) = extra.into_parts();
+            out.push(SpanRecord {
+                trace_id: target.trace_id(),
+                span_id: state.id(),
+                parent_id: target.parent_id,
+                begin_time_unix_ns: begin,
+                duration_ns,
+                name: name.unwrap_or(Cow::Borrowed(state.static_name())),
+                properties,
+                events: Vec::new(),
+            });
+            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, anchor))));
         }
     }
 }
@@ -649,7 +741,7 @@ fn attach_events_slowly(records: &mut [SpanRecord], events: Vec<(SpanId, EventRe
 /// The fates of recently finished traces, so that children finishing after
 /// their root follow it. Collect ids are handed out in per-thread blocks of
 /// [`ID_BLOCK`] consecutive ids, so fates are kept as two bits per id in one
-/// small bitmap per block (16 KiB), and a block untouched for
+/// small bitmap per block (1 KiB), and a block untouched for
 /// [`FATE_MEMORY`] is forgotten: exact for that long, whatever the rate,
 /// in memory proportional to the blocks in use. A late span whose trace
 /// was forgotten is kept as an open trace and reported after the open-trace

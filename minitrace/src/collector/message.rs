@@ -1,11 +1,39 @@
 use std::sync::Arc;
 
+use minstant::Instant;
+
 use crate::collector::target::{Target, Targets};
 use crate::collector::SpanId;
 use crate::local::raw_span::RawSpan;
+use crate::span::SpanState;
 
 /// What a traced thread sends to the collector thread.
-pub(crate) struct Message {
+pub(crate) enum Message {
+    /// A thread-safe span, as it was kept, and its end: moved whole into
+    /// the queue, and read from there by the collector (measured: taken
+    /// apart into a raw span on the ending thread, its pieces were copied
+    /// on through the stack, and making and ending a span on one thread
+    /// cost ~4 ns more).
+    Ended(EndedSpan),
+    Parts(Parts),
+}
+
+/// The state first, then the end, in that order: the message is copied on
+/// 16 bytes at a time from where it was built, and each read should find
+/// what one earlier write wrote. (With the end first, each of the five
+/// reads straddled two writes, a store-forwarding stall each: ~1 ns per
+/// span, measured.)
+#[repr(C)]
+pub(crate) struct EndedSpan {
+    pub(crate) state: SpanState,
+    pub(crate) end: Instant,
+}
+
+// Two cache lines, as before the `Ended` variant was added.
+const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<Message>() == 128);
+
+/// A message taken apart: spans, where they go, and what they mean to their trace.
+pub(crate) struct Parts {
     pub(crate) batch: Batch,
     pub(crate) targets: Targets,
     pub(crate) role: Role,
@@ -85,11 +113,28 @@ impl Message {
     /// `spans_per_target`: the spans in `batch`, events excluded, counted
     /// as they were recorded rather than by a pass over the batch.
     pub(crate) fn new(batch: Batch, targets: Targets, role: Role, spans_per_target: usize) -> Message {
-        Message { batch, targets, role, spans_per_target }
+        Message::Parts(Parts { batch, targets, role, spans_per_target })
     }
 
     /// The records this message will yield: one per span and target.
     pub(crate) fn span_count(&self) -> usize {
-        self.spans_per_target * self.targets.as_slice().len()
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => state.target_count(),
+            Message::Parts(parts) => parts.spans_per_target * parts.targets.as_slice().len(),
+        }
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => state.role(),
+            Message::Parts(parts) => parts.role,
+        }
+    }
+
+    pub(crate) fn targets(&self) -> Targets {
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => state.targets(),
+            Message::Parts(parts) => parts.targets.clone(),
+        }
     }
 }

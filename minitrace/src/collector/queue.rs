@@ -150,7 +150,7 @@ fn cost(message: &Message) -> usize {
 
 fn count_dropped(message: Message) {
     stats::count_queue_full(message.span_count());
-    note_dropped(&message.targets, message.role != Role::Child);
+    note_dropped(&message.targets(), message.role() != Role::Child);
 }
 
 /// Tells the collector that a child span of these targets will never
@@ -329,7 +329,7 @@ mod tests {
             }
             std::thread::spawn(|| submit(message(Role::Root))).join().unwrap();
             let (mut pushed, mut children_before_root, mut root_seen) = (RING_CAPACITY / 4, 0, false);
-            drain(|filed| match filed.role {
+            drain(|filed| match filed.role() {
                 Role::Root => root_seen = true,
                 _ if !root_seen => {
                     children_before_root += 1;

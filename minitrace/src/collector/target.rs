@@ -7,7 +7,7 @@ use crate::collector::{SpanId, TraceId};
 pub(crate) struct Target {
     /// The trace id's halves: a `u128` field would make every message
     /// 16-byte aligned, and so larger, for nothing.
-    trace_id: [u64; 2],
+    pub(crate) trace_id: [u64; 2],
     pub(crate) parent_id: SpanId,
     pub(crate) collect_id: u64,
 }

@@ -1,16 +1,18 @@
+mod state;
+
 use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::collector::message::{Batch, IdMap, Message, Role};
+use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
-use crate::collector::{global, queue, stats, SpanContext, SpanId};
-use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
+use crate::collector::{global, queue, stats, SpanContext};
+use crate::local::raw_span::{Clock, RawSpan};
 use crate::local::stack;
 use crate::local::LocalSpans;
 use crate::{recording, Recording};
+pub(crate) use state::SpanState;
 
 /// A thread-safe span: it can be sent to other threads, held across
 /// `.await`s, and have several parents. It ends when dropped.
@@ -39,17 +41,7 @@ use crate::{recording, Recording};
 pub struct Span {
     // Inline rather than boxed: no allocation per span, and no free on the
     // collector thread (the span's fields move into its message).
-    inner: Recording<SpanInner>,
-}
-
-struct SpanInner {
-    raw: RawSpan,
-    targets: Targets,
-    role: Role,
-    /// Events added through `&Span` (as `Event::add_to_parent` takes it):
-    /// locked only when an event is added, and sent with the span.
-    #[allow(clippy::box_collection)] // out of line: most spans have no events
-    events: Mutex<Option<Box<Vec<RawSpan>>>>,
+    inner: Recording<SpanState>,
 }
 
 impl Span {
@@ -97,9 +89,7 @@ impl Span {
     #[inline(always)]
     pub fn enter_with_parent(name: impl Into<Cow<'static, str>>, parent: &Span) -> Span {
         match parent.inner.as_ref() {
-            Some(parent) if crate::ENABLED => {
-                Span::start(name, parent.targets.with_parent(parent.raw.id), Role::Child)
-            }
+            Some(parent) if crate::ENABLED => Span::start(name, parent.child_targets(), Role::Child),
             _ => Span::noop(),
         }
     }
@@ -123,11 +113,11 @@ impl Span {
         let targets = parents
             .into_iter()
             .filter_map(|parent| parent.inner.as_ref())
-            .flat_map(|parent| {
-                let parent_id = parent.raw.id;
-                parent.targets.as_slice().iter().map(move |target| target.with_parent(parent_id))
+            .flat_map(|parent| match parent.child_targets() {
+                Targets::One(target) => vec![target],
+                Targets::Many(targets) => targets,
             })
-            .collect();
+            .collect::<Vec<Target>>();
         match Targets::from_vec(targets) {
             Some(targets) => Span::start(name, targets, Role::Child),
             None => Span::noop(),
@@ -170,7 +160,7 @@ impl Span {
     #[inline]
     pub fn set_local_parent(&self) -> LocalParentGuard {
         let epoch = match self.inner.as_ref() {
-            Some(inner) if crate::ENABLED => stack::push_line(Some(inner.targets.with_parent(inner.raw.id))),
+            Some(inner) if crate::ENABLED => stack::push_line(Some(inner.child_targets())),
             _ => None,
         };
         LocalParentGuard { epoch: recording(epoch), _not_send: PhantomData }
@@ -240,7 +230,7 @@ impl Span {
         F: FnOnce() -> I,
     {
         if let Some(inner) = self.inner.as_mut() {
-            inner.raw.add_properties(crate::util::properties(properties));
+            inner.add_properties(crate::util::properties(properties));
         }
     }
 
@@ -262,7 +252,7 @@ impl Span {
         if spans.is_empty() {
             return;
         }
-        let targets = inner.targets.with_parent(inner.raw.id);
+        let targets = inner.child_targets();
         queue::submit(Message::new(
             Batch::Shared { spans, ids: IdMap::PerParent },
             targets,
@@ -281,7 +271,7 @@ impl Span {
     /// }
     /// ```
     pub fn elapsed(&self) -> Option<Duration> {
-        self.inner.as_ref().map(|inner| inner.raw.begin.elapsed())
+        self.inner.as_ref().map(|inner| inner.begin().elapsed())
     }
 
     /// Drops the span without reporting it, counted in
@@ -296,13 +286,14 @@ impl Span {
     /// ```
     pub fn cancel(&mut self) {
         if let Some(inner) = self.inner.as_mut() {
-            if inner.role == Role::Root {
-                inner.role = Role::CancelledRoot;
+            if inner.role() == Role::Root {
+                inner.set_role(Role::CancelledRoot);
             } else if let Some(inner) = self.inner.take() {
                 // Counted, and its trace told, so that spans already sent
                 // under it are re-parented to the root.
-                stats::count_sampled_out(inner.targets.as_slice().len());
-                queue::note_dropped_child(&inner.targets);
+                let targets = inner.targets();
+                stats::count_sampled_out(targets.as_slice().len());
+                queue::note_dropped_child(&targets);
             }
         }
     }
@@ -313,14 +304,12 @@ impl Span {
 
     pub(crate) fn context(&self) -> Option<SpanContext> {
         let inner = self.inner.as_ref()?;
-        Some(SpanContext::new(inner.targets.first().trace_id(), inner.raw.id))
+        Some(SpanContext::new(inner.trace_id(), inner.id()))
     }
 
     pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
         if let Some(inner) = self.inner.as_ref() {
-            let event = RawSpan::event(inner.raw.id, name, properties);
-            let mut events = crate::util::lock(&inner.events);
-            events.get_or_insert_with(Default::default).push(event);
+            inner.add_event(RawSpan::event(inner.id(), name, properties));
         }
     }
 
@@ -334,8 +323,8 @@ impl Span {
         // The parent comes from each target, so it is left to the collector.
         // The cheap read is enough for the start: read early, it only lengthens
         // the span; the end, possibly on another thread, is an ordered read.
-        let raw = RawSpan::begin(SpanId::random(), LINE_PARENT, name.into(), Clock::SameThread.now());
-        Span { inner: recording(Some(SpanInner { raw, targets, role, events: Mutex::new(None) })) }
+        let state = SpanState::new(name.into(), targets, role, Clock::SameThread.now());
+        Span { inner: recording(Some(state)) }
     }
 }
 
@@ -343,10 +332,7 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let SpanInner { mut raw, targets, role, events } = inner;
-            raw.end = Clock::AnyThread.now();
-            let events = events.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-            queue::submit(Message::new(Batch::Span(raw, events), targets, role, 1));
+            queue::submit(Message::Ended(EndedSpan { state: inner, end: Clock::AnyThread.now() }));
         }
     }
 }

@@ -8,6 +8,7 @@
 //! assert_eq!(minitrace::util::tree::tree_str_from_span_records(records), "\nroot []\n");
 //! ```
 
+pub(crate) mod lazy_box;
 pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]
 pub(crate) mod recording;
