@@ -332,7 +332,8 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            queue::submit(Message::Ended(EndedSpan { state: inner, end: Clock::AnyThread.now() }));
+            let (spans, end) = (inner.target_count(), Clock::AnyThread.now());
+            queue::submit_with(spans, || Message::Ended(EndedSpan { state: inner, end }));
         }
     }
 }
