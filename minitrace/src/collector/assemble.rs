@@ -287,11 +287,16 @@ impl Collector {
         let collect_id = target.collect_id;
         // Most parts belong to the staged trace, or to another open one.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
+            let one_span = matches!(part, Part::Ended(..) | Part::Batch(Batch::Span(..)));
             staged.trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
-            // A large staged trace is brought to the front of the outbox
-            // while it is still small to move, so that it can be unstaged
-            // or finished by a swap.
-            if staged.first > 0 && self.outbox.len() - staged.first >= MOVE_LIMIT {
+            // A trace growing span by span (thread-safe spans ended one by
+            // one, often on several threads, so that other traces come in
+            // between) is brought to the front of the outbox while it is
+            // still small to move, so that it can be unstaged or finished
+            // by a swap. A batch of local spans is left where it is: its
+            // root usually comes next, from the same thread, and moving it
+            // would cost a copy and a report call for nothing.
+            if one_span && staged.first > 0 && self.outbox.len() - staged.first >= MOVE_LIMIT {
                 self.report();
             }
             return;
@@ -1022,6 +1027,23 @@ mod tests {
             }))
             .collect();
         assert_eq!(reported, expected);
+    }
+
+    #[test]
+    fn a_large_batch_of_local_spans_waits_for_its_root_where_it_lies() {
+        let (mut collector, records) = collector(Config::default());
+        for mut message in [local(3, &[31]), root(3)] {
+            collector.file(&mut message);
+        }
+        // Trace 1 grows by a second, large batch (a second guard on its thread).
+        let ids: Vec<u64> = (1..=2 * MOVE_LIMIT as u64).map(|id| 1000 + id).collect();
+        collector.file(&mut local(1, &[11]));
+        collector.file(&mut local(1, &ids));
+        // No report made to move it: it stays behind trace 3's records.
+        assert!(records.lock().unwrap().is_empty());
+        assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 2));
+        collector.file(&mut root(1));
+        assert_eq!(reported(&mut collector, &records).len(), 2 + 1 + ids.len() + 1);
     }
 
     #[test]
