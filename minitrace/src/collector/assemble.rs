@@ -112,7 +112,6 @@ impl Part<'_> {
     /// How long it lasted, if it is one span.
     fn span_duration(&self) -> Option<Duration> {
         match self {
-            Part::Batch(Batch::Span(raw, _)) => Some(raw.end.duration_since(raw.begin)),
             Part::Batch(_) => None,
             Part::Ended(state, end) => Some(end.duration_since(state.begin())),
         }
@@ -287,7 +286,7 @@ impl Collector {
         let collect_id = target.collect_id;
         // Most parts belong to the staged trace, or to another open one.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
-            let one_span = matches!(part, Part::Ended(..) | Part::Batch(Batch::Span(..)));
+            let one_span = matches!(part, Part::Ended(..));
             staged.trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
             // A trace growing span by span (thread-safe spans ended one by
             // one, often on several threads, so that other traces come in
@@ -552,21 +551,9 @@ fn convert(
     // again). The rest stays where it lies: copying a whole thread-safe
     // span's message out of its ring slot first cost the collector a sixth
     // more per span (1 000 spans ended on another thread).
-    let batch = match part {
-        Part::Batch(batch) => batch,
-        Part::Ended(state, end) => return convert_ended(state, end, target, anchor, out, events),
-    };
-    match batch {
-        Batch::Span(raw, span_events) => {
-            let span_id = raw.id;
-            let raw =
-                RawSpan { name: std::mem::take(&mut raw.name), properties: raw.properties.take(), ..*raw };
-            out.push(record(raw, target, span_id, target.parent_id, anchor));
-            if let Some(span_events) = span_events.take() {
-                events.extend(span_events.into_iter().map(|event| (span_id, event_record(event, anchor))));
-            }
-        }
-        Batch::Local { spans, events: has_events } => {
+    match part {
+        Part::Ended(state, end) => convert_ended(state, end, target, anchor, out, events),
+        Part::Batch(Batch::Local { spans, events: has_events }) => {
             let mut spans = std::mem::take(spans);
             if *has_events {
                 out.reserve(spans.len());
@@ -582,7 +569,7 @@ fn convert(
             }
             emptied.push(spans);
         }
-        Batch::Shared { spans, ids } => {
+        Part::Batch(Batch::Shared { spans, ids }) => {
             for raw in spans.iter() {
                 push_raw(raw.clone(), target, *ids, anchor, out, events);
             }
@@ -659,24 +646,12 @@ fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
 }
 
 #[inline(always)]
-fn span_record(raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
-    let (span_id, parent_id) = (ids.apply(raw.id, target), parent_id(&raw, target, ids));
-    record(raw, target, span_id, parent_id, anchor)
-}
-
-#[inline(always)]
-fn record(
-    mut raw: RawSpan,
-    target: &Target,
-    span_id: SpanId,
-    parent_id: SpanId,
-    anchor: &Anchor,
-) -> SpanRecord {
+fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
     let begin = raw.begin.as_unix_nanos(anchor);
     SpanRecord {
         trace_id: target.trace_id(),
-        span_id,
-        parent_id,
+        span_id: ids.apply(raw.id, target),
+        parent_id: parent_id(&raw, target, ids),
         begin_time_unix_ns: begin,
         // Both ends through the anchor: a multiply each, where a `Duration`
         // would cost a division.
@@ -890,8 +865,15 @@ mod tests {
         raw
     }
 
+    /// A thread-safe span, ended, as a traced thread queues it.
+    fn ended(id: u64, name: &'static str, targets: Targets, role: Role) -> Message {
+        let now = minstant::Instant::now();
+        let state = SpanState::new(name.into(), targets, role, now).with_id(SpanId(id));
+        Message::Ended(EndedSpan { state, end: now })
+    }
+
     fn root(trace: u64) -> Message {
-        Message::new(Batch::Span(raw(trace * 100, 0, "root"), None), target(trace, 0), Role::Root, 1)
+        ended(trace * 100, "root", target(trace, 0), Role::Root)
     }
 
     /// Local spans `ids` (each under the previous one, the first under the root).
@@ -911,7 +893,7 @@ mod tests {
 
     /// A thread-safe child of the root.
     fn child(trace: u64, id: u64) -> Message {
-        Message::new(Batch::Span(raw(id, 0, "child"), None), target(trace, trace * 100), Role::Child, 1)
+        ended(id, "child", target(trace, trace * 100), Role::Child)
     }
 
     /// (trace, span id, parent id) of every record reported so far, in the

@@ -24,8 +24,9 @@ pub(crate) struct EndedSpan {
     pub(crate) end: Instant,
 }
 
-// Two cache lines, as before the `Ended` variant was added.
-const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<Message>() == 128);
+// A ring slot: a span's 64-byte state and its end, or a batch with its
+// targets, whichever is larger.
+const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<Message>() == 88);
 
 /// A message taken apart: spans, where they go, and what they mean to their trace.
 pub(crate) struct Parts {
@@ -38,16 +39,14 @@ pub(crate) struct Parts {
 }
 
 pub(crate) enum Batch {
-    /// A thread-safe span, with its events (out of line: most have none).
-    #[allow(clippy::box_collection)]
-    Span(RawSpan, Option<Box<Vec<RawSpan>>>),
     /// The local spans recorded under a local parent guard, and whether any
     /// entry is an event (most batches have none, and are converted without
     /// looking for them).
     Local { spans: Vec<RawSpan>, events: bool },
     /// Spans shared by several targets: a [`LocalSpans`](crate::local::LocalSpans)
-    /// batch (mounted with [`IdMap::PerParent`]), or one of the above sent
-    /// to several parents.
+    /// batch (mounted with [`IdMap::PerParent`]), a local batch sent to
+    /// several parents, or a thread-safe span with several parents (the
+    /// span, then its events).
     Shared { spans: Arc<Vec<RawSpan>>, ids: IdMap },
 }
 
@@ -92,11 +91,6 @@ impl Batch {
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, ids) = match self {
-            Batch::Span(raw, events) => {
-                let mut spans = events.map(|events| *events).unwrap_or_default();
-                spans.insert(0, raw);
-                (Arc::new(spans), IdMap::Keep)
-            }
             Batch::Local { spans, .. } => (Arc::new(spans), IdMap::Keep),
             Batch::Shared { spans, ids } => (spans, ids),
         };

@@ -135,7 +135,7 @@ pub(crate) fn close_ring() {
 
 #[inline]
 fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message) {
-    let cost = spans + MESSAGE_COST;
+    let cost = cost(spans);
     let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
     if in_flight + cost > MAX_SPANS_IN_FLIGHT {
         return count_dropped(make());
@@ -154,9 +154,9 @@ fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message
     }
 }
 
-/// A message's share of its thread's budget.
-fn cost(message: &Message) -> usize {
-    message.span_count() + MESSAGE_COST
+/// A message's share of its thread's budget, for a message of `spans` records.
+fn cost(spans: usize) -> usize {
+    spans + MESSAGE_COST
 }
 
 fn count_dropped(message: Message) {
@@ -220,7 +220,9 @@ pub(crate) fn drain(mut file: impl FnMut(&mut Message)) {
                 left -= chunk.len();
                 let (first, second) = chunk.as_mut_slices();
                 for message in first.iter_mut().chain(second) {
-                    drained += cost(message);
+                    // Counted before filing, which takes a span's extras
+                    // (its further targets among them) out of it.
+                    drained += cost(message.span_count());
                     file(message);
                 }
                 chunk.commit_all();
@@ -261,14 +263,15 @@ pub(crate) fn take_dropped() -> Vec<Dropped> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::message::Batch;
+    use crate::collector::message::EndedSpan;
     use crate::collector::target::Target;
     use crate::collector::{SpanId, TraceId};
-    use crate::local::raw_span::RawSpan;
+    use crate::span::SpanState;
 
+    /// A thread-safe span, ended.
     fn message(role: Role) -> Message {
-        let raw = RawSpan::begin(SpanId(1), SpanId(0), "span".into(), minstant::Instant::now());
-        Message::new(Batch::Span(raw, None), Targets::One(Target::new(TraceId(1), SpanId(0), 1)), role, 1)
+        let (targets, now) = (Targets::One(Target::new(TraceId(1), SpanId(0), 1)), minstant::Instant::now());
+        Message::Ended(EndedSpan { state: SpanState::new("span".into(), targets, role, now), end: now })
     }
 
     // Without a reporter no collector thread runs in this test process, so
@@ -289,6 +292,36 @@ mod tests {
         drain(|_| filed += 1);
         assert_eq!(filed, 1);
         assert_eq!(lock(&RINGS).len(), rings);
+    }
+
+    /// Filing returns what a message was charged, even though it takes a
+    /// span's further targets out of it.
+    #[test]
+    fn a_span_with_several_parents_gives_back_its_whole_charge() {
+        let _serial = lock(&ONE_AT_A_TIME);
+        let in_flight = std::thread::spawn(|| {
+            let targets = Targets::Many(vec![
+                Target::new(TraceId(1), SpanId(0), 1),
+                Target::new(TraceId(2), SpanId(0), 2),
+            ]);
+            for _ in 0..10 {
+                let now = minstant::Instant::now();
+                let state = SpanState::new("span".into(), targets.clone(), Role::Child, now);
+                submit(Message::Ended(EndedSpan { state, end: now }));
+            }
+            drain(|message| {
+                if let Message::Ended(EndedSpan { state, .. }) = message {
+                    drop(state.take_extra());
+                }
+            });
+            QUEUE.with(|slot| match &**slot.borrow() {
+                Slot::Open(queue) => queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed)),
+                _ => usize::MAX,
+            })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(in_flight, 0);
     }
 
     #[test]

@@ -81,10 +81,23 @@ pub(crate) struct LocalStack {
     /// Not dropped with the thread-local: see [`thread_exit`].
     lines: ManuallyDrop<Vec<SpanLine>>,
     next_epoch: u64,
+    exit: ExitHook,
+}
+
+/// Whether the thread's exit will close its lines: asked of [`thread_exit`]
+/// once, by the first line, rather than by every line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExitHook {
+    Unarmed,
+    Armed,
+    /// The thread's exit closed its lines: no more can be opened.
+    Closed,
 }
 
 thread_local! {
-    static STACK: RefCell<LocalStack> = const { RefCell::new(LocalStack { lines: ManuallyDrop::new(Vec::new()), next_epoch: 1 }) };
+    static STACK: RefCell<LocalStack> = const {
+        RefCell::new(LocalStack { lines: ManuallyDrop::new(Vec::new()), next_epoch: 1, exit: ExitHook::Unarmed })
+    };
 }
 
 /// Runs `f` on this thread's stack; `None` if called re-entrantly (never
@@ -100,16 +113,19 @@ fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
 /// be closed for it.
 #[inline]
 pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
-    if !thread_exit::armed() {
-        return None;
-    }
     with_stack(|stack| {
+        match stack.exit {
+            ExitHook::Armed => {}
+            ExitHook::Unarmed if thread_exit::armed() => stack.exit = ExitHook::Armed,
+            _ => return None,
+        }
         let epoch = stack.next_epoch;
         stack.next_epoch = epoch_after(epoch);
         let queue = SpanQueue::new();
         stack.lines.push(SpanLine { epoch, queue, targets });
-        epoch
+        Some(epoch)
     })
+    .flatten()
 }
 
 /// Removes a line and sends what it recorded to its targets (a collector's
@@ -208,7 +224,11 @@ pub(crate) fn current_context() -> Option<SpanContext> {
 /// A thread exiting with guards still open: their spans are closed and
 /// reported, not lost.
 pub(crate) fn close_all_lines() {
-    let lines = with_stack(|stack| std::mem::take(&mut *stack.lines)).unwrap_or_default();
+    let lines = with_stack(|stack| {
+        stack.exit = ExitHook::Closed;
+        std::mem::take(&mut *stack.lines)
+    })
+    .unwrap_or_default();
     for line in lines {
         line.submit();
     }

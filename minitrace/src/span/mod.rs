@@ -117,14 +117,10 @@ impl Span {
         if !crate::ENABLED {
             return Span::noop();
         }
-        let targets = parents
-            .into_iter()
-            .filter_map(|parent| parent.inner.as_ref())
-            .flat_map(|parent| match parent.child_targets() {
-                Targets::One(target) => vec![target],
-                Targets::Many(targets) => targets,
-            })
-            .collect::<Vec<Target>>();
+        let mut targets = Vec::new();
+        for parent in parents.into_iter().filter_map(|parent| parent.inner.as_ref()) {
+            targets.extend_from_slice(parent.child_targets().as_slice());
+        }
         match Targets::from_vec(targets) {
             Some(targets) => Span::start(name, targets, Role::Child),
             None => Span::noop(),

@@ -10,11 +10,11 @@
 
 use std::borrow::Cow;
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use minstant::Instant;
 
-use crate::collector::message::{Batch, Role};
+use crate::collector::message::{Batch, IdMap, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
 use crate::collector::{SpanId, TraceId};
@@ -121,15 +121,7 @@ impl SpanState {
     /// The targets of a child of this span.
     #[inline]
     pub(crate) fn child_targets(&self) -> Targets {
-        let first = self.first_target().with_parent(self.id);
-        match self.extra.get() {
-            Some(extra) if !extra.more_targets.is_empty() => Targets::Many(
-                std::iter::once(first)
-                    .chain(extra.more_targets.iter().map(|target| target.with_parent(self.id)))
-                    .collect(),
-            ),
-            _ => Targets::One(first),
-        }
+        self.targets().with_parent(self.id)
     }
 
     /// This span's own targets.
@@ -157,22 +149,24 @@ impl SpanState {
         1 + self.extra.get().map_or(0, |extra| extra.more_targets.len())
     }
 
-    /// The span, ended at `end`, as a batch of its own: what it owns is
-    /// taken out, and the rest can be dropped where it lies. (Its targets
-    /// are read first, with [`targets`](Self::targets).)
+    /// The span, ended at `end`, as a batch its targets share (a span with
+    /// several parents): the span, then its events. What it owns is taken
+    /// out, and the rest can be dropped where it lies. (Its targets are read
+    /// first, with [`targets`](Self::targets).)
     pub(crate) fn take_batch(&mut self, end: Instant) -> Batch {
         let mut raw = RawSpan::begin(self.id, LINE_PARENT, Cow::Borrowed(self.static_name()), self.begin);
         raw.end = end;
-        let mut events = None;
+        let mut spans = Vec::new();
         if let Some(extra) = self.take_extra() {
-            let (name, properties, span_events) = extra.into_parts();
+            let (name, properties, events) = extra.into_parts();
             if let Some(name) = name {
                 raw.name = name;
             }
             raw.add_properties(properties);
-            events = (!span_events.is_empty()).then(|| Box::new(span_events));
+            spans = events;
         }
-        Batch::Span(raw, events)
+        spans.insert(0, raw);
+        Batch::Shared { spans: Arc::new(spans), ids: IdMap::Keep }
     }
 
     /// What the span kept out of line, taken.
@@ -207,6 +201,15 @@ impl Extra {
     }
 }
 
+/// Test seam: spans whose links a test spells out.
+#[cfg(test)]
+impl SpanState {
+    pub(crate) fn with_id(mut self, id: SpanId) -> SpanState {
+        self.id = id;
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,10 +224,11 @@ mod tests {
         assert!(state.extra.get().is_none());
         assert_eq!(state.child_targets(), Targets::One(target(1).with_parent(state.id())));
         assert_eq!(state.targets(), Targets::One(target(1)));
-        let Batch::Span(raw, None) = state.take_batch(Instant::ZERO) else {
-            panic!("not a span without events")
+        let Batch::Shared { spans, ids: IdMap::Keep } = state.take_batch(Instant::ZERO) else {
+            panic!("not a batch of its own")
         };
-        assert_eq!((raw.name.as_ref(), raw.parent_id), ("step", LINE_PARENT));
+        assert_eq!(spans.len(), 1);
+        assert_eq!((spans[0].name.as_ref(), spans[0].parent_id), ("step", LINE_PARENT));
     }
 
     #[test]
@@ -242,10 +246,13 @@ mod tests {
                 Targets::Many(vec![target(1).with_parent(id), target(2).with_parent(id)])
             );
             assert_eq!(state.target_count(), 2);
-            let Batch::Span(raw, Some(events)) = state.take_batch(Instant::ZERO) else { panic!("no events") };
+            let Batch::Shared { spans, ids: IdMap::Keep } = state.take_batch(Instant::ZERO) else {
+                panic!("not a batch of its own")
+            };
+            let [raw, event] = &spans[..] else { panic!("not the span and its event") };
             assert_eq!(raw.name, name);
             assert_eq!(raw.properties.as_deref().map(Vec::len), Some(1));
-            assert_eq!(events.len(), 1);
+            assert!(event.is_event() && event.parent_id == id);
         }
     }
 }
