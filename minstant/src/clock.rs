@@ -93,9 +93,15 @@ impl Clock {
             ONE => ticks,
             // A tick shorter than a nanosecond (any TSC above 1 GHz): one
             // 64×64-bit multiply, which cannot overflow.
-            fraction @ 0..ONE => ((u128::from(ticks) * fraction + (1 << 63)) >> 64) as u64,
+            fraction @ 0..ONE => fraction_of(ticks, fraction as u64),
             scale => u128::from(ticks).checked_mul(scale).and_then(round_q64).unwrap_or(u64::MAX),
         }
+    }
+
+    /// The tick length as a 0.64 fixed-point fraction of a nanosecond, or 0
+    /// where a tick is a nanosecond or longer.
+    pub(crate) fn tick_fraction_q64(&self) -> u64 {
+        u64::try_from(self.nanos_per_tick_q64).unwrap_or(0)
     }
 
     /// `None` when the duration does not fit in the tick counter.
@@ -127,6 +133,13 @@ impl Clock {
             },
         }
     }
+}
+
+/// `ticks` times a 0.64 fixed-point `fraction`, rounded: one 64×64-bit
+/// multiply, which cannot overflow.
+#[inline]
+pub(crate) fn fraction_of(ticks: u64, fraction: u64) -> u64 {
+    ((u128::from(ticks) * u128::from(fraction) + (1 << 63)) >> 64) as u64
 }
 
 /// Rounds a 64.64 fixed-point value to the nearest integer, if it fits.

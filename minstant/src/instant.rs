@@ -170,13 +170,10 @@ impl Instant {
     /// ```
     #[inline]
     pub fn as_unix_nanos(&self, anchor: &Anchor) -> u64 {
-        let clock = clock();
         if self.0 >= anchor.ticks {
-            let since = clock.ticks_to_nanos(self.0 - anchor.ticks);
-            anchor.unix_nanos.saturating_add(since)
+            anchor.unix_nanos.saturating_add(anchor.ticks_to_nanos(self.0 - anchor.ticks))
         } else {
-            let before = clock.ticks_to_nanos(anchor.ticks - self.0);
-            anchor.unix_nanos.saturating_sub(before)
+            anchor.unix_nanos.saturating_sub(anchor.ticks_to_nanos(anchor.ticks - self.0))
         }
     }
 }
@@ -239,6 +236,13 @@ impl fmt::Debug for Instant {
 pub struct Anchor {
     unix_nanos: u64,
     ticks: u64,
+    /// The clock's tick length in nanoseconds as a 0.64 fixed-point
+    /// fraction, copied from the clock where a tick is shorter than a
+    /// nanosecond (any TSC above 1 GHz), 0 otherwise: so that a conversion
+    /// is one multiply, without asking the clock (measured: a collector
+    /// converting 10 spans per traced request spent a sixth of its
+    /// instructions in the clock's checks).
+    tick_fraction_q64: u64,
 }
 
 impl Default for Anchor {
@@ -259,7 +263,15 @@ impl Anchor {
         let unix_nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX));
-        Anchor { unix_nanos, ticks }
+        Anchor { unix_nanos, ticks, tick_fraction_q64: clock().tick_fraction_q64() }
+    }
+
+    #[inline]
+    fn ticks_to_nanos(&self, ticks: u64) -> u64 {
+        match self.tick_fraction_q64 {
+            0 => clock().ticks_to_nanos(ticks),
+            fraction => crate::clock::fraction_of(ticks, fraction),
+        }
     }
 }
 
@@ -295,10 +307,20 @@ mod tests {
 
     #[test]
     fn unix_conversion_saturates_at_both_ends() {
-        let anchor = Anchor { unix_nanos: 10, ticks: u64::MAX / 2 };
+        let anchor = Anchor { unix_nanos: 10, ticks: u64::MAX / 2, tick_fraction_q64: 0 };
         assert_eq!(Instant::ZERO.as_unix_nanos(&anchor), 0);
-        let far = Anchor { unix_nanos: u64::MAX - 10, ticks: 0 };
+        let far = Anchor { unix_nanos: u64::MAX - 10, ticks: 0, tick_fraction_q64: 0 };
         assert_eq!(Instant(u64::MAX).as_unix_nanos(&far), u64::MAX);
+    }
+
+    #[test]
+    fn an_anchor_converts_as_the_clock_does() {
+        let anchor = Anchor::new();
+        let asking_the_clock = Anchor { tick_fraction_q64: 0, ..anchor };
+        let now = Instant::now();
+        for instant in [now, now + Duration::from_secs(3600), now - Duration::from_millis(5), Instant::ZERO] {
+            assert_eq!(instant.as_unix_nanos(&anchor), instant.as_unix_nanos(&asking_the_clock));
+        }
     }
 
     #[test]
