@@ -22,9 +22,8 @@ pub(crate) struct SpanQueue {
     /// per span. Drawn with the first span (0 until then), below 2^63 so
     /// that no id wraps to 0 and a span's index is its id minus the base.
     id_base: u64,
-    /// Spans opened and not yet closed, and events: so that submitting a
-    /// batch needs no pass over it to close spans or count them.
-    open: usize,
+    /// Events recorded: so that submitting a batch needs no pass over it to
+    /// count its spans.
     events: usize,
 }
 
@@ -38,7 +37,7 @@ impl SpanQueue {
     /// when something is recorded: a line that records nothing, such as most
     /// polls of a future in a span, costs neither.
     pub(crate) fn new() -> SpanQueue {
-        SpanQueue { spans: Vec::new(), room: 0, current: LINE_PARENT, id_base: 0, open: 0, events: 0 }
+        SpanQueue { spans: Vec::new(), room: 0, current: LINE_PARENT, id_base: 0, events: 0 }
     }
 
     /// Spare capacity for one more entry, or `None` at the limit.
@@ -89,7 +88,6 @@ impl SpanQueue {
             self.spans.set_len(index + 1);
         }
         self.current = id;
-        self.open += 1;
         Some(index)
     }
 
@@ -99,7 +97,6 @@ impl SpanQueue {
     #[inline]
     pub(crate) fn finish_span(&mut self, index: usize) {
         if let Some(span) = self.spans.get_mut(index) {
-            self.open -= usize::from(span.is_open());
             span.end = Clock::SameThread.now();
             self.current = span.parent_id;
         }
@@ -132,16 +129,40 @@ impl SpanQueue {
     /// Everything recorded, and how many of the entries are spans (not
     /// events); spans still open are closed now.
     pub(crate) fn take_all(&mut self) -> (Vec<RawSpan>, usize) {
-        if self.open > 0 {
+        // Found by a pass, once per batch over spans still in cache, rather
+        // than counted as spans open and close: that count cost every span
+        // two read-modify-writes between the steps it times.
+        if let Some(first_open) = self.spans.iter().position(RawSpan::is_open) {
             let now = Clock::SameThread.now();
-            for span in self.spans.iter_mut().filter(|span| span.is_open()) {
+            for span in self.spans[first_open..].iter_mut().filter(|span| span.is_open()) {
                 span.end = now;
             }
-            self.open = 0;
         }
         self.current = LINE_PARENT;
         self.room = 0;
         let spans = self.spans.len() - std::mem::take(&mut self.events);
         (std::mem::take(&mut self.spans), spans)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taking_the_spans_closes_only_those_still_open() {
+        let mut queue = SpanQueue::new();
+        let closed = queue.start_span("closed".into()).unwrap();
+        queue.finish_span(closed);
+        let closed_end = queue.spans[closed].end;
+        let _open = queue.start_span("open".into()).unwrap();
+        queue.add_event("event".into(), Vec::new());
+        let _open_inner = queue.start_span("open inner".into()).unwrap();
+        let (spans, count) = queue.take_all();
+        assert_eq!((spans.len(), count), (4, 3));
+        assert_eq!(spans[closed].end, closed_end);
+        assert!(spans.iter().all(|span| !span.is_open()));
+        assert!(spans[2].is_event() && spans[2].end == spans[2].begin);
+        assert!(spans[3].end >= spans[1].begin);
     }
 }
