@@ -70,10 +70,8 @@ impl LocalCollector {
     /// ```
     #[inline]
     pub fn collect(mut self) -> LocalSpans {
-        let spans = self.epoch.take().and_then(stack::pop_line).map(|line| {
-            let (spans, count) = line.take_spans();
-            (Arc::new(spans), count)
-        });
+        let spans =
+            self.epoch.take().and_then(stack::take_line).map(|(spans, count)| (Arc::new(spans), count));
         LocalSpans { spans: recording(spans) }
     }
 }

@@ -24,21 +24,19 @@ pub(crate) struct SpanLine {
 }
 
 impl SpanLine {
-    /// Closes open spans and sends everything to the line's targets.
-    pub(crate) fn submit(mut self) {
+    /// Closes open spans and sends everything to the line's targets (a
+    /// collector's line, whose spans are not wanted, only gives its buffer
+    /// back). The line is left empty where it lies.
+    fn submit(&mut self) {
         let (spans, count) = self.queue.take_all();
-        match self.targets {
+        match self.targets.take() {
             Some(targets) if !spans.is_empty() => {
                 let events = count < spans.len();
-                queue::submit(Message::new(Batch::Local { spans, events }, targets, Role::Child, count));
+                let batch = Batch::Local { spans, events };
+                queue::submit_with(count, || Message::new(batch, targets, Role::Child, count));
             }
             _ => span_buffers::give_back_locally(spans),
         }
-    }
-
-    /// Everything recorded, and how many entries are spans (not events).
-    pub(crate) fn take_spans(mut self) -> (Vec<RawSpan>, usize) {
-        self.queue.take_all()
     }
 }
 
@@ -128,27 +126,50 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
     .flatten()
 }
 
-/// Removes a line and sends what it recorded to its targets (a collector's
-/// line, whose spans are not wanted, only gives its buffer back).
+/// Removes a line and sends what it recorded to its targets. Sent from
+/// where the line lies, then removed: moved out whole first, the line was
+/// copied through the stack several times, in pieces read back in other
+/// sizes than they were written in, a store-forwarding stall each.
 #[inline]
 pub(crate) fn close_line(epoch: u64) {
-    if let Some(line) = pop_line(epoch) {
-        line.submit();
+    with_stack(|stack| {
+        let position = line_position(&stack.lines, epoch)?;
+        stack.lines[position].submit();
+        remove_line(&mut stack.lines, position);
+        Some(())
+    });
+}
+
+/// Removes a line and returns what it recorded, and how many entries are
+/// spans (not events); spans still open are closed now.
+#[inline]
+pub(crate) fn take_line(epoch: u64) -> Option<(Vec<RawSpan>, usize)> {
+    with_stack(|stack| {
+        let position = line_position(&stack.lines, epoch)?;
+        let recorded = stack.lines[position].queue.take_all();
+        remove_line(&mut stack.lines, position);
+        Some(recorded)
+    })
+    .flatten()
+}
+
+/// Where the line is: normally on top; guards dropped out of order are
+/// found further down.
+#[inline]
+fn line_position(lines: &[SpanLine], epoch: u64) -> Option<usize> {
+    match lines.last() {
+        Some(line) if line.epoch == epoch => Some(lines.len() - 1),
+        _ => lines.iter().rposition(|line| line.epoch == epoch),
     }
 }
 
-/// Removes a line (normally the top one; guards dropped out of order are
-/// found further down).
 #[inline]
-pub(crate) fn pop_line(epoch: u64) -> Option<SpanLine> {
-    with_stack(|stack| {
-        if stack.lines.last().is_some_and(|line| line.epoch == epoch) {
-            return stack.lines.pop();
-        }
-        let position = stack.lines.iter().rposition(|line| line.epoch == epoch)?;
-        Some(stack.lines.remove(position))
-    })
-    .flatten()
+fn remove_line(lines: &mut Vec<SpanLine>, position: usize) {
+    if position + 1 == lines.len() {
+        lines.truncate(position);
+    } else {
+        lines.remove(position);
+    }
 }
 
 #[inline]
@@ -229,7 +250,7 @@ pub(crate) fn close_all_lines() {
         std::mem::take(&mut *stack.lines)
     })
     .unwrap_or_default();
-    for line in lines {
+    for mut line in lines {
         line.submit();
     }
 }
