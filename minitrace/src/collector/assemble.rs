@@ -331,11 +331,11 @@ impl Collector {
     }
 
     fn finish_root(&mut self, root: Part<'_>, target: &Target, role: Role) {
-        let target = *target;
-        let too_fast = match (root.span_duration(), self.config.slow_trace_threshold) {
-            (Some(duration), Some(threshold)) => duration < threshold,
-            _ => false,
-        };
+        // The root's duration is worked out only when it is compared.
+        let too_fast = self
+            .config
+            .slow_trace_threshold
+            .is_some_and(|threshold| root.span_duration().is_some_and(|duration| duration < threshold));
         if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));
             self.finished.insert(target.collect_id, Fate::Discarded, self.now);
@@ -344,21 +344,28 @@ impl Collector {
         // The trace's records end up together at the end of the outbox,
         // where the root is converted last: it is the last record, where
         // orphans and stray events go.
-        let (first, trace) = match self.take_staged(target.collect_id) {
-            Some(staged) => (staged.first, Some(staged.trace)),
-            None => {
-                let mut trace = self.open.remove(&target.collect_id);
-                self.unstage();
-                match trace.as_mut().filter(|trace| trace.records.len() >= MOVE_LIMIT) {
-                    // Its records become the outbox rather than being moved into it.
-                    Some(large) => {
-                        self.report();
-                        std::mem::swap(&mut self.outbox, &mut large.records);
-                        (0, trace)
-                    }
-                    None => (self.outbox.len(), trace),
-                }
+        if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == target.collect_id) {
+            // The usual case, finished from where the trace lies: moved out
+            // whole first, it was copied through the stack in pieces read
+            // back in other sizes, a store-forwarding stall each.
+            let (first, lossy) = (staged.first, staged.trace.lossy);
+            let mut events = std::mem::take(&mut staged.trace.events);
+            let spare = std::mem::take(&mut staged.trace.records);
+            convert(root, target, &staged.trace.anchor, &mut self.outbox, &mut events, &mut self.emptied);
+            self.staged = None;
+            self.keep_spare(spare);
+            return self.close_trace(target.collect_id, first, events, lossy);
+        }
+        let mut trace = self.open.remove(&target.collect_id);
+        self.unstage();
+        let first = match trace.as_mut().filter(|trace| trace.records.len() >= MOVE_LIMIT) {
+            // Its records become the outbox rather than being moved into it.
+            Some(large) => {
+                self.report();
+                std::mem::swap(&mut self.outbox, &mut large.records);
+                0
             }
+            None => self.outbox.len(),
         };
         let (mut events, lossy) = (Vec::new(), trace.as_ref().is_some_and(|trace| trace.lossy));
         let anchor = trace.as_ref().map_or(self.anchor, |trace| trace.anchor);
@@ -367,12 +374,25 @@ impl Collector {
             events = std::mem::take(&mut trace.events);
             self.retire(trace);
         }
-        convert(root, &target, &anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        convert(root, target, &anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        self.close_trace(target.collect_id, first, events, lossy);
+    }
+
+    /// A trace's records, from `first` to the end of the outbox, made
+    /// whole: its events attached and, if some span was lost, orphans
+    /// re-parented to the root. The trace is then reported.
+    fn close_trace(
+        &mut self,
+        collect_id: u64,
+        first: usize,
+        events: Vec<(SpanId, EventRecord)>,
+        lossy: bool,
+    ) {
         attach_events(&mut self.outbox[first..], events);
         if lossy {
             reparent_orphans(&mut self.outbox[first..]);
         }
-        self.finished.insert(target.collect_id, Fate::Reported, self.now);
+        self.finished.insert(collect_id, Fate::Reported, self.now);
     }
 
     /// Reports the spans of traces open too long; they are then treated as
