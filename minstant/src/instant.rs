@@ -239,9 +239,8 @@ pub struct Anchor {
     /// The clock's tick length in nanoseconds as a 0.64 fixed-point
     /// fraction, copied from the clock where a tick is shorter than a
     /// nanosecond (any TSC above 1 GHz), 0 otherwise: so that a conversion
-    /// is one multiply, without asking the clock (measured: a collector
-    /// converting 10 spans per traced request spent a sixth of its
-    /// instructions in the clock's checks).
+    /// is one multiply, without asking the clock (measured: ~5 % less
+    /// collector CPU for a traced request of 10 spans).
     tick_fraction_q64: u64,
 }
 
@@ -321,6 +320,17 @@ mod tests {
         for instant in [now, now + Duration::from_secs(3600), now - Duration::from_millis(5), Instant::ZERO] {
             assert_eq!(instant.as_unix_nanos(&anchor), instant.as_unix_nanos(&asking_the_clock));
         }
+    }
+
+    /// The fraction path on any clock: with half a nanosecond per tick,
+    /// 2 000 ticks after the anchor are 1 000 ns after it, and before it
+    /// as much before.
+    #[test]
+    fn an_anchor_with_a_tick_fraction_converts_with_it() {
+        let anchor = Anchor { unix_nanos: 1_000_000, ticks: 10_000, tick_fraction_q64: 1 << 63 };
+        assert_eq!(Instant(12_000).as_unix_nanos(&anchor), 1_001_000);
+        assert_eq!(Instant(8_000).as_unix_nanos(&anchor), 999_000);
+        assert_eq!(Instant(10_001).as_unix_nanos(&anchor), 1_000_001);
     }
 
     #[test]
