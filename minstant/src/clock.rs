@@ -91,8 +91,7 @@ impl Clock {
         match self.nanos_per_tick_q64 {
             // The OS clock: ticks are nanoseconds.
             ONE => ticks,
-            // A tick shorter than a nanosecond (any TSC above 1 GHz): one
-            // 64×64-bit multiply, which cannot overflow.
+            // A tick shorter than a nanosecond (any TSC above 1 GHz).
             fraction @ 0..ONE => fraction_of(ticks, fraction as u64),
             scale => u128::from(ticks).checked_mul(scale).and_then(round_q64).unwrap_or(u64::MAX),
         }

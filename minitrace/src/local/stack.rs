@@ -153,16 +153,21 @@ pub(crate) fn take_line(epoch: u64) -> Option<(Vec<RawSpan>, usize)> {
     .flatten()
 }
 
-/// Where the line is: normally on top; guards dropped out of order are
-/// found further down.
+/// Where the line is, searched from the top, where it normally is; guards
+/// dropped out of order find theirs further down.
 #[inline]
 fn line_position(lines: &[SpanLine], epoch: u64) -> Option<usize> {
-    match lines.last() {
-        Some(line) if line.epoch == epoch => Some(lines.len() - 1),
-        _ => lines.iter().rposition(|line| line.epoch == epoch),
-    }
+    lines.iter().rposition(|line| line.epoch == epoch)
 }
 
+/// The line itself, searched as [`line_position`] does.
+#[inline]
+fn line_mut(lines: &mut [SpanLine], epoch: u64) -> Option<&mut SpanLine> {
+    lines.iter_mut().rev().find(|line| line.epoch == epoch)
+}
+
+/// The top line is dropped where it lies: `remove` would move it out
+/// through the stack first, only to drop it.
 #[inline]
 fn remove_line(lines: &mut Vec<SpanLine>, position: usize) {
     if position + 1 == lines.len() {
@@ -185,7 +190,7 @@ pub(crate) fn enter_span(name: impl Into<Cow<'static, str>>) -> Option<LocalSpan
 #[inline]
 pub(crate) fn exit_span(handle: LocalSpanHandle) {
     with_stack(|stack| {
-        if let Some(line) = stack.lines.iter_mut().rev().find(|line| line.epoch == handle.epoch()) {
+        if let Some(line) = line_mut(&mut stack.lines, handle.epoch()) {
             line.queue.finish_span(handle.index());
         }
     });
@@ -193,7 +198,7 @@ pub(crate) fn exit_span(handle: LocalSpanHandle) {
 
 pub(crate) fn add_properties_to_span(handle: LocalSpanHandle, properties: Vec<Property>) {
     with_stack(|stack| {
-        if let Some(line) = stack.lines.iter_mut().rev().find(|line| line.epoch == handle.epoch()) {
+        if let Some(line) = line_mut(&mut stack.lines, handle.epoch()) {
             line.queue.add_properties(handle.index(), properties);
         }
     });
