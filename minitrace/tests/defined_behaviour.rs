@@ -122,6 +122,24 @@ fn guards_dropped_out_of_order() {
     assert_eq!(tree(trace_b), "\nb []\n    still under b []\n    under b []\n");
 }
 
+/// A `LocalCollector` collected after a newer one on the same thread: each
+/// gets the spans recorded while it was the newest, and the newer one's
+/// line stays in place until it is collected.
+#[test]
+fn local_collectors_collected_out_of_order() {
+    let names = |collector: LocalCollector| -> Vec<String> {
+        let records = collector.collect().to_span_records(SpanContext::random());
+        records.into_iter().map(|record| record.name.into_owned()).collect()
+    };
+    let older = LocalCollector::start();
+    drop(LocalSpan::enter_with_local_parent("under older"));
+    let newer = LocalCollector::start();
+    drop(LocalSpan::enter_with_local_parent("under newer"));
+    assert_eq!(names(older), ["under older"]);
+    drop(LocalSpan::enter_with_local_parent("still under newer"));
+    assert_eq!(names(newer), ["under newer", "still under newer"]);
+}
+
 #[test]
 fn flush_inside_a_tokio_runtime_returns_with_spans_reported() {
     reported();

@@ -126,29 +126,30 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
     .flatten()
 }
 
-/// Removes a line and sends what it recorded to its targets. Sent from
-/// where the line lies, then removed: moved out whole first, the line was
-/// copied through the stack several times, in pieces read back in other
-/// sizes than they were written in, a store-forwarding stall each.
+/// Removes a line and sends what it recorded to its targets.
 #[inline]
 pub(crate) fn close_line(epoch: u64) {
-    with_stack(|stack| {
-        let position = line_position(&stack.lines, epoch)?;
-        stack.lines[position].submit();
-        remove_line(&mut stack.lines, position);
-        Some(())
-    });
+    finish_line(epoch, SpanLine::submit);
 }
 
 /// Removes a line and returns what it recorded, and how many entries are
 /// spans (not events); spans still open are closed now.
 #[inline]
 pub(crate) fn take_line(epoch: u64) -> Option<(Vec<RawSpan>, usize)> {
+    finish_line(epoch, |line| line.queue.take_all())
+}
+
+/// Runs `f` on a line where it lies, then removes the line: moved out whole
+/// first, the line was copied through the stack several times, in pieces
+/// read back in other sizes than they were written in, a store-forwarding
+/// stall each.
+#[inline]
+fn finish_line<R>(epoch: u64, f: impl FnOnce(&mut SpanLine) -> R) -> Option<R> {
     with_stack(|stack| {
         let position = line_position(&stack.lines, epoch)?;
-        let recorded = stack.lines[position].queue.take_all();
+        let result = f(&mut stack.lines[position]);
         remove_line(&mut stack.lines, position);
-        Some(recorded)
+        Some(result)
     })
     .flatten()
 }
