@@ -380,7 +380,8 @@ impl Collector {
 
     /// A trace's records, from `first` to the end of the outbox, made
     /// whole: its events attached and, if some span was lost, orphans
-    /// re-parented to the root. The trace is then reported.
+    /// re-parented to the root. Its fate is noted as reported: the records
+    /// go to the reporter with the outbox's next report.
     fn close_trace(
         &mut self,
         collect_id: u64,
