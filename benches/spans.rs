@@ -26,6 +26,7 @@
 //! suite and `BENCHMARKS.md`; compare medians as ratios within one run.
 
 mod contenders;
+mod design_floor;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use minitrace_suite::{Pinned, Step, Worker};
@@ -108,6 +109,15 @@ fn one_microsecond_request(c: &mut Criterion) {
                         step.run(previous)
                     });
                     criterion::black_box(last);
+                })
+            })
+        });
+        // This design's floor: the least a tracer built like this
+        // workspace's does for the request (see `design_floor`).
+        group.bench_function(design_floor::ROW, |b| {
+            b.iter_custom(|iters| {
+                design_floor::measure(iters, steps as u64 + 1, || {
+                    criterion::black_box(design_floor::request(steps, step));
                 })
             })
         });

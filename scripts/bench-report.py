@@ -58,7 +58,11 @@ GROUP_NOTES = {
     "clock-reads row is the floor: the same request with only the clock reads this workspace makes for it "
     "(two per span) and nothing recorded. On this machine a time-stamp counter read waits for the work "
     "before it, as a fence does (the fence row: one LFENCE per step, no clock read, costs about as much), "
-    "so it stops that overlap: here the reads alone cost a large share of any tracer's overhead.",
+    "so it stops that overlap: here the reads alone cost a large share of any tracer's overhead. The "
+    "design-floor row is the least a tracer built like this workspace's does for the request "
+    "(`benches/design_floor.rs`): the same clock reads, each child recorded through a thread-local, one "
+    "message per trace to a collector thread that makes the records, and nothing else; what this "
+    "workspace costs above it is its implementation's, the rest is the design's.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
     "the previous step's result, as the steps of a real request use each other's output: nothing "
     "overlaps, and the clock reads (the floor row) cost what they cost back to back.",
@@ -95,7 +99,7 @@ OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained
 REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}
 
 # Rows that are baselines, not contenders: shown in the tables, not charted.
-BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only")
+BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only", "design floor")
 
 LOSS_FLAG = 0.001  # a sink that received less than 99.9 % of the spans
 

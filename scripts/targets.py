@@ -45,26 +45,30 @@ class Target:
     param: str = ""
     # Subtracted from both rows: the ratio is of the cost added to it.
     baseline: Optional[str] = None
-    # Shown beside the ratio: this row's added cost over fastrace's, the
-    # part of the ratio that no tracer reading the clock can avoid.
-    floor: Optional[str] = None
+    # Shown beside the ratio: these rows' added cost over fastrace's. The
+    # clock floor is the part of the ratio that no tracer reading the clock
+    # can avoid; the design floor, what a minimal tracer of this design
+    # reaches (benches/design_floor.rs).
+    floors: tuple = ()
     # An absolute goal in nanoseconds per span (`spans` per iteration)
     # instead of a ratio to fastrace.
     spans: Optional[int] = None
 
     def value(self, rows):
-        """This round's ratio (or ns per span), and the floor's ratio."""
+        """This round's ratio (or ns per span), and each floor's ratio."""
         ours = rows[OURS][self.param]
         if self.spans is not None:
-            return ours / self.spans, None
+            return ours / self.spans, []
         base = rows[self.baseline][""] if self.baseline else 0.0
         fastrace = rows[FASTRACE][self.param] - base
-        floor = (rows[self.floor][""] - base) / fastrace if self.floor else None
-        return (ours - base) / fastrace, floor
+        floors = [(rows[floor][""] - base) / fastrace for floor in self.floors]
+        return (ours - base) / fastrace, floors
 
 
 REQUEST_BASELINE = "untraced"
 CLOCK_FLOOR = "clock reads only (untraced + 2 per span)"
+DESIGN_FLOOR = "design floor (a minimal tracer of this design)"
+FLOOR_NAMES = ("clock floor", "design floor")
 TARGETS = [
     Target("1 root + 100 local spans, wide", "local spans, wide", 0.35, param="100"),
     Target("1 root + 100 local spans, deep", "local spans, deep", 0.35, param="100"),
@@ -73,14 +77,14 @@ TARGETS = [
         "1 µs request, 1 root + 9 children",
         0.2,
         baseline=REQUEST_BASELINE,
-        floor=CLOCK_FLOOR,
+        floors=(CLOCK_FLOOR, DESIGN_FLOOR),
     ),
     Target(
         "~1 µs request, chained steps: added cost",
         "1 µs request, chained steps, 1 root + 9 children",
         0.2,
         baseline=REQUEST_BASELINE,
-        floor=CLOCK_FLOOR,
+        floors=(CLOCK_FLOOR, DESIGN_FLOOR),
     ),
     Target(
         "1 000 Spans ended on another thread (hand-off CPU excluded)",
@@ -96,7 +100,7 @@ TARGETS = [
 FILTER = "|".join(
     [
         r"^local spans, (wide|deep)/(minitrace \(this workspace\)|fastrace 0\.7)/100$",
-        r"^1 µs request.*/(untraced|clock reads only.*|minitrace \(this workspace\)|fastrace 0\.7)$",
+        r"^1 µs request.*/(untraced|clock reads only.*|design floor.*|minitrace \(this workspace\)|fastrace 0\.7)$",
         r"^Span with explicit parent.*/(hand-off only, untraced|minitrace \(this workspace\)|fastrace 0\.7)$",
         r"^no reporter.*/minitrace \(this workspace\)$",
     ]
@@ -141,22 +145,23 @@ def main():
         run_round(args.warm_up_time, args.measurement_time)
         results, _ = read_results(criterion_dir, start)
         for target in TARGETS:
-            value, floor = target.value(results[target.group])
+            value, round_floors = target.value(results[target.group])
             values[target.name].append(value)
-            if floor is not None:
-                floors[target.name].append(floor)
+            floors[target.name].append(round_floors)
 
     print(f"Speed targets over {args.rounds} rounds (`python3 scripts/targets.py --rounds {args.rounds}`); "
           "ratios to fastrace 0.7 in the same round, medians of criterion's samples.\n")
-    print("| target | goal | per round | median | range | clock floor (median) | verdict |")
-    print("|---|---:|---|---:|---:|---:|---|")
+    print("| target | goal | per round | median | range | " + " | ".join(f"{n} (median)" for n in FLOOR_NAMES)
+          + " | verdict |")
+    print("|---|---:|---|---:|---:|" + "---:|" * len(FLOOR_NAMES) + "---|")
     for target in TARGETS:
         got = values[target.name]
-        floor = f"×{statistics.median(floors[target.name]):.2f}" if floors[target.name] else ""
+        medians = [f"×{statistics.median(r[i] for r in floors[target.name]):.2f}" for i in range(len(target.floors))]
+        medians += [""] * (len(FLOOR_NAMES) - len(medians))
         print(
             f"| {target.name} | ≤ {fmt(target, target.goal)} | {', '.join(fmt(target, v) for v in got)} "
             f"| {fmt(target, statistics.median(got))} | {fmt(target, min(got))}–{fmt(target, max(got))} "
-            f"| {floor} | {verdict(target, got)} |"
+            f"| {' | '.join(medians)} | {verdict(target, got)} |"
         )
 
 

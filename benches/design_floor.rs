@@ -1,0 +1,237 @@
+//! The least a tracer of this workspace's design does for the 1 µs
+//! request: a reference row, not a library.
+//!
+//! It keeps only what the design and the minitrace API cannot do without:
+//! the same clock reads as this workspace (two per span); each child
+//! recorded through a thread-local at both ends, as a local span finds its
+//! parent there; one message per trace through a per-thread ring to a
+//! collector thread; and there each span turned into a [`SpanRecord`] with
+//! unix timestamps and handed on in batches. It has nothing else: no
+//! thread-safe root, no span lines, no bounds or loss accounting, no late
+//! spans or fates (each trace arrives whole, in one message), no events or
+//! properties. Where this workspace's row costs about what this one does,
+//! what is left is the cost of the design, not of its implementation.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use minitrace::collector::{SpanId, SpanRecord, TraceId};
+use minitrace_suite::{process_cpu_time, Step};
+use minstant::{Anchor, Instant};
+
+/// The row name in the request groups.
+pub const ROW: &str = "design floor (a minimal tracer of this design)";
+
+/// Messages a thread's ring holds: more than ten milliseconds of requests.
+const RING_CAPACITY: usize = 1 << 16;
+/// Records handed on at a time, as this workspace's collector does.
+const REPORT_BATCH: usize = 4096;
+
+struct LocalSpan {
+    begin: Instant,
+    end: Instant,
+    name: &'static str,
+}
+
+/// A whole trace: the root and its children, which share its trace id and
+/// have it as their parent.
+struct Trace {
+    trace_id: TraceId,
+    root_id: SpanId,
+    /// The children's ids are `first_child_id + index`.
+    first_child_id: u64,
+    begin: Instant,
+    end: Instant,
+    children: Vec<LocalSpan>,
+}
+
+thread_local! {
+    /// The spans of the trace open on this thread.
+    static LINE: RefCell<Vec<LocalSpan>> = const { RefCell::new(Vec::new()) };
+    static RING: RefCell<Option<rtrb::Producer<Trace>>> = const { RefCell::new(None) };
+    static SPARE_BUFFERS: RefCell<Vec<Vec<LocalSpan>>> = const { RefCell::new(Vec::new()) };
+}
+
+static RINGS: Mutex<Vec<rtrb::Consumer<Trace>>> = Mutex::new(Vec::new());
+/// Emptied span buffers, given back by the collector once per cycle.
+static RETURNED_BUFFERS: Mutex<Vec<Vec<LocalSpan>>> = Mutex::new(Vec::new());
+static REPORTED: AtomicU64 = AtomicU64::new(0);
+/// Flushes asked for and done.
+static FLUSHES: Mutex<(u64, u64)> = Mutex::new((0, 0));
+static FLUSH_ASKED: Condvar = Condvar::new();
+static FLUSH_DONE: Condvar = Condvar::new();
+
+/// The request of the request groups: a root and `steps` children, each
+/// around one run of `step`. Returns the last step's result.
+pub fn request(steps: usize, step: Step) -> u64 {
+    start_collector();
+    let begin = Instant::now_unordered();
+    let buffer = take_buffer();
+    LINE.with(|line| *line.borrow_mut() = buffer);
+    let last = (0..steps).fold(0, |previous, _| {
+        let _span = StepSpan::enter("step");
+        step.run(previous)
+    });
+    submit(Trace {
+        trace_id: TraceId::random(),
+        root_id: SpanId::random(),
+        first_child_id: SpanId::random().0 >> 1,
+        begin,
+        end: Instant::now(),
+        children: LINE.with(|line| std::mem::take(&mut *line.borrow_mut())),
+    });
+    last
+}
+
+/// A child span: like a local span of the minitrace API, it finds where
+/// to record itself in a thread-local at both ends, since the code that
+/// opens it does not know its trace.
+struct StepSpan {
+    index: usize,
+}
+
+impl StepSpan {
+    fn enter(name: &'static str) -> StepSpan {
+        LINE.with(|line| {
+            let mut line = line.borrow_mut();
+            line.push(LocalSpan { begin: Instant::now_unordered(), end: Instant::ZERO, name });
+            StepSpan { index: line.len() - 1 }
+        })
+    }
+}
+
+impl Drop for StepSpan {
+    fn drop(&mut self) {
+        LINE.with(|line| {
+            if let Some(span) = line.borrow_mut().get_mut(self.index) {
+                span.end = Instant::now_unordered();
+            }
+        })
+    }
+}
+
+/// Process CPU time of `iters` runs of `run` and the flush after them,
+/// as [`measure`](crate::contenders::measure) charges every contender.
+/// Warns when the collector did not receive every span, which would
+/// flatter this row.
+pub fn measure(iters: u64, spans_per_iteration: u64, mut run: impl FnMut()) -> Duration {
+    let reported = REPORTED.load(Ordering::Relaxed);
+    let start = process_cpu_time();
+    for _ in 0..iters {
+        run();
+    }
+    flush();
+    let elapsed = process_cpu_time() - start;
+    let missing = (iters * spans_per_iteration).saturating_sub(REPORTED.load(Ordering::Relaxed) - reported);
+    if missing > 0 {
+        eprintln!("WARNING: the design floor lost {missing} spans at a full ring: its row is flattered");
+    }
+    elapsed
+}
+
+fn take_buffer() -> Vec<LocalSpan> {
+    SPARE_BUFFERS.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.is_empty() {
+            spare.append(&mut RETURNED_BUFFERS.lock().unwrap());
+        }
+        spare.pop().unwrap_or_default()
+    })
+}
+
+fn submit(trace: Trace) {
+    RING.with(|ring| {
+        let mut ring = ring.borrow_mut();
+        let producer = ring.get_or_insert_with(|| {
+            let (producer, consumer) = rtrb::RingBuffer::new(RING_CAPACITY);
+            RINGS.lock().unwrap().push(consumer);
+            producer
+        });
+        // A full ring loses the trace, which `measure` notices.
+        let _ = producer.push(trace);
+    })
+}
+
+/// Waits until the collector has reported every trace submitted so far.
+fn flush() {
+    let mut flushes = FLUSHES.lock().unwrap();
+    flushes.0 += 1;
+    let wanted = flushes.0;
+    FLUSH_ASKED.notify_one();
+    while flushes.1 < wanted {
+        flushes = FLUSH_DONE.wait(flushes).unwrap();
+    }
+}
+
+fn start_collector() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("design-floor-collector".into())
+            .spawn(run_collector)
+            .expect("cannot start the design floor's collector");
+    });
+}
+
+/// Wakes every 10 ms, as this workspace's collector does by default, or
+/// when a flush asks; each cycle drains every ring.
+fn run_collector() {
+    let mut outbox: Vec<SpanRecord> = Vec::with_capacity(REPORT_BATCH);
+    let mut emptied = Vec::new();
+    let mut flushes = FLUSHES.lock().unwrap();
+    loop {
+        if flushes.0 == flushes.1 {
+            flushes = FLUSH_ASKED.wait_timeout(flushes, Duration::from_millis(10)).unwrap().0;
+        }
+        // Every trace of a flush asked for by now was submitted before it
+        // asked: this cycle reports it.
+        let asked = flushes.0;
+        drop(flushes);
+        let anchor = Anchor::new();
+        for ring in RINGS.lock().unwrap().iter_mut() {
+            while let Ok(trace) = ring.pop() {
+                emptied.push(add_records(trace, &anchor, &mut outbox));
+                if outbox.len() >= REPORT_BATCH {
+                    report(&mut outbox);
+                }
+            }
+        }
+        report(&mut outbox);
+        RETURNED_BUFFERS.lock().unwrap().append(&mut emptied);
+        flushes = FLUSHES.lock().unwrap();
+        flushes.1 = asked;
+        FLUSH_DONE.notify_all();
+    }
+}
+
+/// Appends a trace's records, its root last; returns its emptied buffer.
+fn add_records(mut trace: Trace, anchor: &Anchor, outbox: &mut Vec<SpanRecord>) -> Vec<LocalSpan> {
+    let record = |id: u64, parent: SpanId, begin: Instant, end: Instant, name: &'static str| {
+        let begin_ns = begin.as_unix_nanos(anchor);
+        SpanRecord {
+            trace_id: trace.trace_id,
+            span_id: SpanId(id),
+            parent_id: parent,
+            begin_time_unix_ns: begin_ns,
+            duration_ns: end.as_unix_nanos(anchor).saturating_sub(begin_ns),
+            name: Cow::Borrowed(name),
+            properties: Vec::new(),
+            events: Vec::new(),
+        }
+    };
+    outbox.extend(trace.children.drain(..).enumerate().map(|(index, span)| {
+        record(trace.first_child_id + index as u64, trace.root_id, span.begin, span.end, span.name)
+    }));
+    outbox.push(record(trace.root_id.0, SpanId(0), trace.begin, trace.end, "request"));
+    trace.children
+}
+
+/// Hands the records on to a reporter that discards them.
+fn report(outbox: &mut Vec<SpanRecord>) {
+    std::hint::black_box(outbox.as_slice());
+    REPORTED.fetch_add(outbox.len() as u64, Ordering::Relaxed);
+    outbox.clear();
+}
