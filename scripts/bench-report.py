@@ -65,7 +65,7 @@ GROUP_NOTES = {
     "workspace costs above it is its implementation's, the rest is the design's.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
     "the previous step's result, as the steps of a real request use each other's output: nothing "
-    "overlaps, and the clock reads (the floor row) cost what they cost back to back.",
+    "overlaps, and the clock reads (their row) cost what they cost back to back.",
     "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
     "the root as explicit parent, handed to another thread that ends them, the two threads kept on two "
     "different CPUs (left to the scheduler, each row got its own placement, and a span read on the core "

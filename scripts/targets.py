@@ -7,7 +7,10 @@ through the other library's row. This script runs only the rows that the
 targets are computed from, ROUNDS times (each round one `cargo bench` run,
 so every ratio still comes from rows of the same run), and prints each
 target's ratio per round, their median and range, and whether the target was
-met in every round, in the median only, or not.
+met in every round, in the median only, or not. Beside the request targets it
+prints the medians of two floors in the same rounds: the clock reads alone,
+and the design floor (benches/design_floor.rs), a minimal tracer built the
+way this workspace is; a goal below the design floor asks for another design.
 
 Python 3 standard library only; reads criterion's output with
 scripts/bench-report.py's reader.
