@@ -116,7 +116,7 @@ fn one_microsecond_request(c: &mut Criterion) {
         // workspace's does for the request (see `design_floor`).
         group.bench_function(design_floor::ROW, |b| {
             b.iter_custom(|iters| {
-                design_floor::measure(iters, steps as u64 + 1, || {
+                design_floor::measure(name, iters, steps as u64 + 1, || {
                     criterion::black_box(design_floor::request(steps, step));
                 })
             })

@@ -60,9 +60,11 @@ GROUP_NOTES = {
     "before it, as a fence does (the fence row: one LFENCE per step, no clock read, costs about as much), "
     "so it stops that overlap: here the reads alone cost a large share of any tracer's overhead. The "
     "design-floor row is the least a tracer built like this workspace's does for the request "
-    "(`benches/design_floor.rs`): the same clock reads, each child recorded through a thread-local, one "
-    "message per trace to a collector thread that makes the records, and nothing else; what this "
-    "workspace costs above it is its implementation's, the rest is the design's.",
+    "(`benches/design_floor/`): the same clock reads, each child recorded through a thread-local at "
+    "both ends, one message per trace to a collector thread that makes the records, and nothing else; what this "
+    "workspace costs above it is what its API and guarantees add (a root that may end later or "
+    "elsewhere than its local spans, so two messages per trace; nesting; bounds; loss accounting) "
+    "and its implementation, the rest is the design's.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
     "the previous step's result, as the steps of a real request use each other's output: nothing "
     "overlaps, and the clock reads (their row) cost what they cost back to back.",

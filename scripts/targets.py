@@ -9,8 +9,9 @@ so every ratio still comes from rows of the same run), and prints each
 target's ratio per round, their median and range, and whether the target was
 met in every round, in the median only, or not. Beside the request targets it
 prints the medians of two floors in the same rounds: the clock reads alone,
-and the design floor (benches/design_floor.rs), a minimal tracer built the
-way this workspace is; a goal below the design floor asks for another design.
+and the design floor (benches/design_floor/), a minimal tracer built the
+way this workspace is; a goal below the design floor, round after round,
+suggests another design.
 
 Python 3 standard library only; reads criterion's output with
 scripts/bench-report.py's reader.
@@ -48,10 +49,10 @@ class Target:
     param: str = ""
     # Subtracted from both rows: the ratio is of the cost added to it.
     baseline: Optional[str] = None
-    # Shown beside the ratio: these rows' added cost over fastrace's. The
-    # clock floor is the part of the ratio that no tracer reading the clock
-    # can avoid; the design floor, what a minimal tracer of this design
-    # reaches (benches/design_floor.rs).
+    # Shown beside the ratio, by column name (FLOOR_NAMES): these rows'
+    # added cost over fastrace's. The clock floor is the part of the ratio
+    # that no tracer reading the clock can avoid; the design floor, what a
+    # minimal tracer of this design reaches (benches/design_floor/).
     floors: tuple = ()
     # An absolute goal in nanoseconds per span (`spans` per iteration)
     # instead of a ratio to fastrace.
@@ -61,17 +62,19 @@ class Target:
         """This round's ratio (or ns per span), and each floor's ratio."""
         ours = rows[OURS][self.param]
         if self.spans is not None:
-            return ours / self.spans, []
+            return ours / self.spans, {}
         base = rows[self.baseline][""] if self.baseline else 0.0
         fastrace = rows[FASTRACE][self.param] - base
-        floors = [(rows[floor][""] - base) / fastrace for floor in self.floors]
+        floors = {column: (rows[row][""] - base) / fastrace for column, row in self.floors}
         return (ours - base) / fastrace, floors
 
 
 REQUEST_BASELINE = "untraced"
-CLOCK_FLOOR = "clock reads only (untraced + 2 per span)"
-DESIGN_FLOOR = "design floor (a minimal tracer of this design)"
 FLOOR_NAMES = ("clock floor", "design floor")
+REQUEST_FLOORS = (
+    ("clock floor", "clock reads only (untraced + 2 per span)"),
+    ("design floor", "design floor (a minimal tracer of this design)"),
+)
 TARGETS = [
     Target("1 root + 100 local spans, wide", "local spans, wide", 0.35, param="100"),
     Target("1 root + 100 local spans, deep", "local spans, deep", 0.35, param="100"),
@@ -80,14 +83,14 @@ TARGETS = [
         "1 µs request, 1 root + 9 children",
         0.2,
         baseline=REQUEST_BASELINE,
-        floors=(CLOCK_FLOOR, DESIGN_FLOOR),
+        floors=REQUEST_FLOORS,
     ),
     Target(
         "~1 µs request, chained steps: added cost",
         "1 µs request, chained steps, 1 root + 9 children",
         0.2,
         baseline=REQUEST_BASELINE,
-        floors=(CLOCK_FLOOR, DESIGN_FLOOR),
+        floors=REQUEST_FLOORS,
     ),
     Target(
         "1 000 Spans ended on another thread (hand-off CPU excluded)",
@@ -159,8 +162,11 @@ def main():
     print("|---|---:|---|---:|---:|" + "---:|" * len(FLOOR_NAMES) + "---|")
     for target in TARGETS:
         got = values[target.name]
-        medians = [f"×{statistics.median(r[i] for r in floors[target.name]):.2f}" for i in range(len(target.floors))]
-        medians += [""] * (len(FLOOR_NAMES) - len(medians))
+        medians = [
+            f"×{statistics.median(r[column] for r in floors[target.name]):.2f}"
+            if column in dict(target.floors) else ""
+            for column in FLOOR_NAMES
+        ]
         print(
             f"| {target.name} | ≤ {fmt(target, target.goal)} | {', '.join(fmt(target, v) for v in got)} "
             f"| {fmt(target, statistics.median(got))} | {fmt(target, min(got))}–{fmt(target, max(got))} "

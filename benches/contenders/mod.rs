@@ -128,12 +128,18 @@ pub fn measure(
     contender.flush();
     let elapsed = process_cpu_time() - start;
     if let (Some(before), Some(after)) = (before, contender.delivered()) {
-        let mut ledger = LEDGER.lock().unwrap();
-        let entry = ledger.entry((group.to_owned(), n.to_owned(), contender.name())).or_default();
-        entry.0 += spans;
-        entry.1 += after - before;
+        record_delivery(group, n, contender.name(), spans, after - before);
     }
     elapsed
+}
+
+/// Adds to the ledger that a batch of the row `name` in `group` (and `n`)
+/// made `spans` spans, of which its sink received `received`.
+pub fn record_delivery(group: &str, n: &str, name: &'static str, spans: u64, received: u64) {
+    let mut ledger = LEDGER.lock().unwrap();
+    let entry = ledger.entry((group.to_owned(), n.to_owned(), name)).or_default();
+    entry.0 += spans;
+    entry.1 += received;
 }
 
 /// [`measure`] of `iters` runs of `run` on this thread, each making
