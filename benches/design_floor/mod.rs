@@ -10,9 +10,9 @@
 //! (every child's parent is the root), no span lines, no bounds or loss
 //! accounting, no events or properties, and one message per trace, where
 //! the minitrace API needs two (a root may end later than its local spans,
-//! or on another thread) and a collector that joins them. So this
-//! workspace's row above this one is what its API and guarantees add, and
-//! its implementation; everything below is the design's.
+//! or on another thread) and a collector that joins them. So this row's
+//! cost is the design's; what this workspace's row costs on top is what
+//! its API and guarantees add, and its implementation.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
