@@ -11,7 +11,9 @@ met in every round, in the median only, or not. Beside the request targets it
 prints the medians of two floors in the same rounds: the clock reads alone,
 and the design floor (benches/design_floor/), a minimal tracer built the
 way this workspace is; a goal below the design floor, round after round,
-suggests another design.
+suggests another design. A last table gives our nanoseconds over the design
+floor per round: what our API, guarantees and implementation add, which
+fastrace's swings from round to round do not move.
 
 Python 3 standard library only; reads criterion's output with
 scripts/bench-report.py's reader.
@@ -67,6 +69,12 @@ class Target:
         fastrace = rows[FASTRACE][self.param] - base
         floors = {column: (rows[row][""] - base) / fastrace for column, row in self.floors}
         return (ours - base) / fastrace, floors
+
+    def over_floor(self, rows, column):
+        """This round's nanoseconds of ours over the floor `column`, or None:
+        a gap that fastrace's round-to-round swings do not move."""
+        row = dict(self.floors).get(column)
+        return rows[OURS][self.param] - rows[row][""] if row else None
 
 
 REQUEST_BASELINE = "untraced"
@@ -145,6 +153,7 @@ def main():
     subprocess.run(["cargo", "bench", "--no-run", "--bench", "spans", "--bench", "no_reporter"], cwd=REPO, check=True)
     values = {target.name: [] for target in TARGETS}
     floors = {target.name: [] for target in TARGETS}
+    over_design = {target.name: [] for target in TARGETS}
     for round_number in range(1, args.rounds + 1):
         print(f"targets.py: round {round_number} of {args.rounds}", file=sys.stderr)
         start = time.time()
@@ -154,6 +163,9 @@ def main():
             value, round_floors = target.value(results[target.group])
             values[target.name].append(value)
             floors[target.name].append(round_floors)
+            gap = target.over_floor(results[target.group], "design floor")
+            if gap is not None:
+                over_design[target.name].append(gap)
 
     print(f"Speed targets over {args.rounds} rounds (`python3 scripts/targets.py --rounds {args.rounds}`); "
           "ratios to fastrace 0.7 in the same round, medians of criterion's samples.\n")
@@ -172,6 +184,14 @@ def main():
             f"| {fmt(target, statistics.median(got))} | {fmt(target, min(got))}–{fmt(target, max(got))} "
             f"| {' | '.join(medians)} | {verdict(target, got)} |"
         )
+
+    print("\nOurs over the design floor, ns per iteration (what our API, guarantees and implementation add):\n")
+    print("| target | per round | median |")
+    print("|---|---|---:|")
+    for target in TARGETS:
+        gaps = over_design[target.name]
+        if gaps:
+            print(f"| {target.name} | {', '.join(f'{gap:+.0f}' for gap in gaps)} | {statistics.median(gaps):+.0f} |")
 
 
 if __name__ == "__main__":
