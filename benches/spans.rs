@@ -31,7 +31,7 @@ mod design_floor;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use minitrace_suite::{Pinned, Step, Worker};
 
-use contenders::{all, awaits, block_on, measure, repeat, untraced, Producers};
+use contenders::{all, awaits, block_on, measure, measure_row, repeat, untraced, Producers};
 
 fn local_spans(c: &mut Criterion) {
     for wide in [true, false] {
@@ -116,8 +116,12 @@ fn one_microsecond_request(c: &mut Criterion) {
         // workspace's does for the request (see `design_floor`).
         group.bench_function(design_floor::ROW, |b| {
             b.iter_custom(|iters| {
-                design_floor::measure(name, iters, steps as u64 + 1, || {
-                    criterion::black_box(design_floor::request(steps, step));
+                let spans = iters * (steps as u64 + 1);
+                let delivered = || Some(design_floor::delivered());
+                measure_row(name, "", design_floor::ROW, spans, delivered, design_floor::flush, || {
+                    for _ in 0..iters {
+                        criterion::black_box(design_floor::request(steps, step));
+                    }
                 })
             })
         });

@@ -111,10 +111,7 @@ type Ledger = BTreeMap<(String, String, &'static str), (u64, u64)>;
 
 static LEDGER: Mutex<Ledger> = Mutex::new(BTreeMap::new());
 
-/// Process CPU time of `batch` (which runs the iterations) and the
-/// contender's flush after it. `spans` is what the batch makes, checked
-/// against what the sink received and recorded under the benchmark's
-/// `group` and `n` (its parameter, or `""`).
+/// [`measure_row`] of a contender, through its sink.
 pub fn measure(
     group: &str,
     n: &str,
@@ -122,24 +119,35 @@ pub fn measure(
     spans: u64,
     batch: impl FnOnce(),
 ) -> Duration {
-    let before = contender.delivered();
-    let start = process_cpu_time();
-    batch();
-    contender.flush();
-    let elapsed = process_cpu_time() - start;
-    if let (Some(before), Some(after)) = (before, contender.delivered()) {
-        record_delivery(group, n, contender.name(), spans, after - before);
-    }
-    elapsed
+    measure_row(group, n, contender.name(), spans, || contender.delivered(), || contender.flush(), batch)
 }
 
-/// Adds to the ledger that a batch of the row `name` in `group` (and `n`)
-/// made `spans` spans, of which its sink received `received`.
-pub fn record_delivery(group: &str, n: &str, name: &'static str, spans: u64, received: u64) {
-    let mut ledger = LEDGER.lock().unwrap();
-    let entry = ledger.entry((group.to_owned(), n.to_owned(), name)).or_default();
-    entry.0 += spans;
-    entry.1 += received;
+/// Process CPU time of `batch` (which runs the iterations) and `flush`
+/// after it, for the row `name`. `spans` is what the batch makes, checked
+/// against what the sink received (`delivered` counts it so far, `None`
+/// for a row without a sink) and recorded under the benchmark's `group`
+/// and `n` (its parameter, or `""`).
+pub fn measure_row(
+    group: &str,
+    n: &str,
+    name: &'static str,
+    spans: u64,
+    delivered: impl Fn() -> Option<u64>,
+    flush: impl FnOnce(),
+    batch: impl FnOnce(),
+) -> Duration {
+    let before = delivered();
+    let start = process_cpu_time();
+    batch();
+    flush();
+    let elapsed = process_cpu_time() - start;
+    if let (Some(before), Some(after)) = (before, delivered()) {
+        let mut ledger = LEDGER.lock().unwrap();
+        let entry = ledger.entry((group.to_owned(), n.to_owned(), name)).or_default();
+        entry.0 += spans;
+        entry.1 += after - before;
+    }
+    elapsed
 }
 
 /// [`measure`] of `iters` runs of `run` on this thread, each making

@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use minitrace::collector::{SpanId, SpanRecord, TraceId};
-use minitrace_suite::{process_cpu_time, Step};
+use minitrace_suite::Step;
 use minstant::{Anchor, Instant};
 
 /// The row name in the request groups.
@@ -79,7 +79,6 @@ static FLUSH_DONE: Condvar = Condvar::new();
 /// The request of the request groups: a root and `steps` children, each
 /// around one run of `step`. Returns the last step's result.
 pub fn request(steps: usize, step: Step) -> u64 {
-    start_collector();
     let begin = Instant::now_unordered();
     let buffer = take_buffer();
     LINE.with(|line| *line.borrow_mut() = buffer);
@@ -125,21 +124,10 @@ impl Drop for StepSpan {
     }
 }
 
-/// Process CPU time of `iters` runs of `run` and the flush after them,
-/// as [`measure`](crate::contenders::measure) charges every contender; the
-/// spans its collector received go to the same ledger, so that a shortfall,
-/// which would flatter this row, is flagged as any contender's is.
-pub fn measure(group: &str, iters: u64, spans_per_iteration: u64, mut run: impl FnMut()) -> Duration {
-    let reported = REPORTED.load(Ordering::Relaxed);
-    let start = process_cpu_time();
-    for _ in 0..iters {
-        run();
-    }
-    flush();
-    let elapsed = process_cpu_time() - start;
-    let received = REPORTED.load(Ordering::Relaxed) - reported;
-    crate::contenders::record_delivery(group, "", ROW, iters * spans_per_iteration, received);
-    elapsed
+/// Records the collector has reported so far: what the ledger checks
+/// against the spans made, as it does every contender's sink.
+pub fn delivered() -> u64 {
+    REPORTED.load(Ordering::Relaxed)
 }
 
 fn take_buffer() -> Vec<LocalSpan> {
@@ -156,18 +144,20 @@ fn submit(trace: Trace) {
     RING.with(|ring| {
         let mut ring = ring.borrow_mut();
         let producer = ring.get_or_insert_with(|| {
+            // Started with the first ring, not checked on every request.
+            start_collector();
             let (producer, consumer) = rtrb::RingBuffer::new(RING_CAPACITY);
             RINGS.lock().unwrap().push(consumer);
             producer
         });
-        // A full ring loses the trace, which `measure` notices.
+        // A full ring loses the trace, which the ledger notices.
         let _ = producer.push(trace);
     })
 }
 
 /// Waits until the collector has reported every trace submitted so far,
 /// for at most [`FLUSH_TIMEOUT`].
-fn flush() {
+pub fn flush() {
     start_collector();
     let deadline = std::time::Instant::now() + FLUSH_TIMEOUT;
     let mut flushes = FLUSHES.lock().unwrap();
