@@ -203,6 +203,18 @@ pub(crate) fn next_collect_id() -> u64 {
     })
 }
 
+/// Whether `collect_id` comes from the block this thread takes ids from
+/// now: then the root that holds it was started on this thread. (Exact
+/// while blocks do not wrap, see [`COLLECT_ID_LIMIT`], as are the
+/// collector's trace ids.)
+#[inline]
+pub(crate) fn is_from_this_thread(collect_id: u64) -> bool {
+    NEXT_COLLECT_ID.with(|cell| {
+        let (_, end) = cell.get();
+        end != 0 && (end - ID_BLOCK..end).contains(&collect_id)
+    })
+}
+
 /// The ids of the block whose unwrapped start is `start`: the first and
 /// one past the last, below `COLLECT_ID_LIMIT`, with id 0 left out.
 fn block_ids(start: u64) -> (u64, u64) {
@@ -222,5 +234,16 @@ mod tests {
         assert_eq!(block_ids(COLLECT_ID_LIMIT - ID_BLOCK).1, COLLECT_ID_LIMIT);
         assert_eq!(block_ids(COLLECT_ID_LIMIT), (1, ID_BLOCK));
         assert_eq!(block_ids(3 * COLLECT_ID_LIMIT + 2 * ID_BLOCK), (2 * ID_BLOCK, 3 * ID_BLOCK));
+    }
+
+    #[test]
+    fn a_collect_id_is_known_as_its_own_by_the_thread_that_took_it() {
+        let here = next_collect_id();
+        assert!(is_from_this_thread(here));
+        let (there, here_seen_there) =
+            std::thread::spawn(move || (next_collect_id(), is_from_this_thread(here))).join().unwrap();
+        assert!(!here_seen_there);
+        assert!(!is_from_this_thread(there));
+        assert!(!is_from_this_thread(0));
     }
 }

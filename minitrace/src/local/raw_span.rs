@@ -72,13 +72,13 @@ impl RawSpan {
 }
 
 /// Which clock reading a span's ends use.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Clock {
     /// The cheaper reading, ordered only within the thread: for both ends
     /// of a local span, and for the start of any span (a start read early
     /// only lengthens the span).
     SameThread,
-    /// The ordered reading: for the end of a `Span`, which may be on another
+    /// The ordered reading: for the end of a `Span` that may be on another
     /// thread than its start.
     AnyThread,
 }

@@ -335,7 +335,7 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let (spans, end) = (inner.target_count(), Clock::AnyThread.now());
+            let (spans, end) = (inner.target_count(), inner.end_clock().now());
             queue::submit_with(spans, || Message::Ended(EndedSpan { state: inner, end }));
         }
     }
