@@ -204,9 +204,11 @@ pub(crate) fn next_collect_id() -> u64 {
 }
 
 /// Whether `collect_id` comes from the block this thread takes ids from
-/// now: then the root that holds it was started on this thread. (Exact
-/// while blocks do not wrap, see [`COLLECT_ID_LIMIT`], as are the
-/// collector's trace ids.)
+/// now: then the root that holds it was started on this thread. Exact
+/// until blocks wrap (see [`COLLECT_ID_LIMIT`]): a thread keeps its block
+/// while it lives, so after 2²⁰ blocks a new thread may be handed the block
+/// of one still alive, and a root of one ended on the other would take the
+/// cheaper read, early by at most what that CPU had in flight.
 #[inline]
 pub(crate) fn is_from_this_thread(collect_id: u64) -> bool {
     NEXT_COLLECT_ID.with(|cell| {
@@ -245,5 +247,11 @@ mod tests {
         assert!(!here_seen_there);
         assert!(!is_from_this_thread(there));
         assert!(!is_from_this_thread(0));
+        // Once the thread has moved on to its next block, the id is no
+        // longer known as its own: its root ends on the ordered read.
+        for _ in 0..ID_BLOCK {
+            next_collect_id();
+        }
+        assert!(!is_from_this_thread(here));
     }
 }

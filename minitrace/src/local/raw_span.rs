@@ -74,9 +74,10 @@ impl RawSpan {
 /// Which clock reading a span's ends use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Clock {
-    /// The cheaper reading, ordered only within the thread: for both ends
-    /// of a local span, and for the start of any span (a start read early
-    /// only lengthens the span).
+    /// The cheaper reading, ordered only with the thread's other cheap
+    /// readings: for both ends of a local span, for the start of any span
+    /// (a start read early only lengthens the span), and for the end of a
+    /// root on the thread that started it.
     SameThread,
     /// The ordered reading: for the end of a `Span` that may be on another
     /// thread than its start.

@@ -325,7 +325,8 @@ impl Span {
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.
         // The cheap read is enough for the start: read early, it only lengthens
-        // the span; the end, possibly on another thread, is an ordered read.
+        // the span. The end is an ordered read, unless it is a root's on its
+        // own thread (see `SpanState::end_clock`).
         let state = SpanState::new(name.into(), targets, role, Clock::SameThread.now());
         Span { inner: recording(Some(state)) }
     }
