@@ -78,9 +78,10 @@ class Target:
 
 
 REQUEST_BASELINE = "untraced"
+DESIGN_FLOOR = "design floor"
 REQUEST_FLOORS = (
     ("clock floor", "clock reads only (untraced + 2 per span)"),
-    ("design floor", "design floor (a minimal tracer of this design)"),
+    (DESIGN_FLOOR, "design floor (a minimal tracer of this design)"),
 )
 FLOOR_NAMES = tuple(column for column, _ in REQUEST_FLOORS)
 TARGETS = [
@@ -163,7 +164,7 @@ def main():
             value, round_floors = target.value(results[target.group])
             values[target.name].append(value)
             floors[target.name].append(round_floors)
-            gap = target.over_floor(results[target.group], "design floor")
+            gap = target.over_floor(results[target.group], DESIGN_FLOOR)
             if gap is not None:
                 over_design[target.name].append(gap)
 
