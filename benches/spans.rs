@@ -113,18 +113,25 @@ fn one_microsecond_request(c: &mut Criterion) {
             })
         });
         // This design's floor: the least a tracer built like this
-        // workspace's does for the request (see `design_floor`).
-        group.bench_function(design_floor::ROW, |b| {
-            b.iter_custom(|iters| {
-                let spans = iters * (steps as u64 + 1);
-                let delivered = || Some(design_floor::delivered());
-                measure_row(name, "", design_floor::ROW, spans, delivered, design_floor::flush, || {
-                    for _ in 0..iters {
-                        criterion::black_box(design_floor::request(steps, step));
-                    }
+        // workspace's does for the request (see `design_floor`), with its
+        // records made on the collector thread, as ours, or on the traced one.
+        let floors = [
+            (design_floor::ROW, design_floor::request as fn(usize, Step) -> u64),
+            (design_floor::RECORDING_HERE_ROW, design_floor::request_recording_here),
+        ];
+        for (row, request) in floors {
+            group.bench_function(row, |b| {
+                b.iter_custom(|iters| {
+                    let spans = iters * (steps as u64 + 1);
+                    let delivered = || Some(design_floor::delivered());
+                    measure_row(name, "", row, spans, delivered, design_floor::flush, || {
+                        for _ in 0..iters {
+                            criterion::black_box(request(steps, step));
+                        }
+                    })
                 })
-            })
-        });
+            });
+        }
         for &contender in all() {
             group.bench_function(contender.name(), |b| {
                 b.iter_custom(|iters| {

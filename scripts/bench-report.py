@@ -64,7 +64,9 @@ GROUP_NOTES = {
     "both ends, one message per trace to a collector thread that makes the records, and nothing else; what this "
     "workspace costs above it is what its API and guarantees add (a root that may end later or "
     "elsewhere than its local spans, so two messages per trace; nesting; bounds; loss accounting) "
-    "and its implementation, the rest is the design's.",
+    "and its implementation, the rest is the design's. The second design-floor row makes the records on "
+    "the traced thread instead and publishes them per trace to a ring that the collector hands to the "
+    "reporter without reading: what moving that work off the collector thread would gain.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
     "the previous step's result, as the steps of a real request use each other's output: nothing "
     "overlaps, and the clock reads (their row) cost what they cost back to back.",

@@ -82,6 +82,7 @@ DESIGN_FLOOR = "design floor"
 REQUEST_FLOORS = (
     ("clock floor", "clock reads only (untraced + 2 per span)"),
     (DESIGN_FLOOR, "design floor (a minimal tracer of this design)"),
+    ("design floor, records on the traced thread", "design floor, records made on the traced thread"),
 )
 FLOOR_NAMES = tuple(column for column, _ in REQUEST_FLOORS)
 TARGETS = [

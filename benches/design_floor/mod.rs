@@ -13,11 +13,17 @@
 //! or on another thread) and a collector that joins them. So this row's
 //! cost is the design's; what this workspace's row costs on top is what
 //! its API and guarantees add, and its implementation.
+//!
+//! A second row, [`request_recording_here`], moves the one piece of work
+//! the design could place elsewhere: it makes the records on the traced
+//! thread, so that the collector hands them on without reading them.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
+use std::thread::LocalKey;
 use std::time::Duration;
 
 use minitrace::collector::{SpanId, SpanRecord, TraceId};
@@ -26,6 +32,8 @@ use minstant::{Anchor, Instant};
 
 /// The row name in the request groups.
 pub const ROW: &str = "design floor (a minimal tracer of this design)";
+/// The row of [`request_recording_here`].
+pub const RECORDING_HERE_ROW: &str = "design floor, records made on the traced thread";
 
 /// Messages a thread's ring holds: ~85 ms of requests, for a collector that
 /// drains it every 10 ms. Far roomier than this workspace's bound, so that
@@ -37,6 +45,9 @@ const FRESH_CAPACITY: usize = 16;
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Records handed on at a time, as this workspace's collector does.
 const REPORT_BATCH: usize = 4096;
+/// Records a thread's ring of records holds: as many span slots as this
+/// workspace's per-thread bound, ~20 ms of requests.
+const RECORD_RING_CAPACITY: usize = 1 << 17;
 
 struct LocalSpan {
     begin: Instant,
@@ -61,7 +72,18 @@ thread_local! {
     static LINE: RefCell<Vec<LocalSpan>> = const { RefCell::new(Vec::new()) };
     static RING: RefCell<Option<rtrb::Producer<Trace>>> = const { RefCell::new(None) };
     static SPARE_BUFFERS: RefCell<Vec<Vec<LocalSpan>>> = const { RefCell::new(Vec::new()) };
+    /// [`request_recording_here`]'s span buffer, which never leaves the thread.
+    static KEPT_BUFFER: Cell<Vec<LocalSpan>> = const { Cell::new(Vec::new()) };
+    static RECORD_RING: RefCell<Option<rtrb::Producer<Record>>> = const { RefCell::new(None) };
+    /// Made once: a real tracer would renew it now and then.
+    static ANCHOR: Anchor = Anchor::new();
 }
+
+/// A record that owns nothing (a borrowed name, no properties, no events):
+/// freed without being read.
+type Record = ManuallyDrop<SpanRecord>;
+
+static RECORD_RINGS: Mutex<Vec<rtrb::Consumer<Record>>> = Mutex::new(Vec::new());
 
 static RINGS: Mutex<Vec<rtrb::Consumer<Trace>>> = Mutex::new(Vec::new());
 /// Emptied span buffers, given back by the collector once per cycle, and
@@ -79,22 +101,50 @@ static FLUSH_DONE: Condvar = Condvar::new();
 /// The request of the request groups: a root and `steps` children, each
 /// around one run of `step`. Returns the last step's result.
 pub fn request(steps: usize, step: Step) -> u64 {
+    let (last, trace) = traced_request(steps, step, take_buffer());
+    submit(trace);
+    last
+}
+
+/// The same request, its records made here, on the traced thread, and
+/// published per trace into a ring of records that the collector hands to
+/// the reporter in place, without reading them (they own nothing, so
+/// freeing them reads nothing either). It trades the collector's reads of
+/// spans written on another core for more work on the traced thread; a
+/// reporter that reads its records (any real one) then reads them across
+/// cores, and a record is four times the size of a raw span.
+pub fn request_recording_here(steps: usize, step: Step) -> u64 {
+    let buffer = KEPT_BUFFER.take();
+    let (last, mut trace) = traced_request(steps, step, buffer);
+    let anchor = ANCHOR.with(|anchor| *anchor);
+    with_producer(&RECORD_RING, &RECORD_RINGS, RECORD_RING_CAPACITY, |producer| {
+        // A full ring loses the trace, which the ledger notices.
+        if let Ok(chunk) = producer.write_chunk_uninit(trace.children.len() + 1) {
+            chunk.fill_from_iter(records(&mut trace, &anchor).map(ManuallyDrop::new));
+        }
+    });
+    trace.children.clear();
+    KEPT_BUFFER.set(trace.children);
+    last
+}
+
+/// Runs the request's steps, each in a child span recorded into `buffer`.
+fn traced_request(steps: usize, step: Step, buffer: Vec<LocalSpan>) -> (u64, Trace) {
     let begin = Instant::now_unordered();
-    let buffer = take_buffer();
     LINE.with(|line| *line.borrow_mut() = buffer);
     let last = (0..steps).fold(0, |previous, _| {
         let _span = StepSpan::enter("step");
         step.run(previous)
     });
-    submit(Trace {
+    let trace = Trace {
         trace_id: TraceId::random(),
         root_id: SpanId::random(),
         first_child_id: (SpanId::random().0 >> 1).max(1),
         begin,
         end: Instant::now_unordered(),
         children: LINE.with(|line| std::mem::take(&mut *line.borrow_mut())),
-    });
-    last
+    };
+    (last, trace)
 }
 
 /// A child span: like a local span of the minitrace API, it finds where
@@ -141,17 +191,30 @@ fn take_buffer() -> Vec<LocalSpan> {
 }
 
 fn submit(trace: Trace) {
-    RING.with(|ring| {
+    with_producer(&RING, &RINGS, RING_CAPACITY, |producer| {
+        // A full ring loses the trace, which the ledger notices.
+        let _ = producer.push(trace);
+    })
+}
+
+/// Runs `f` on this thread's end of a ring of `capacity`, the ring made on
+/// first use and its other end given to the collector in `rings`.
+fn with_producer<T>(
+    ring: &'static LocalKey<RefCell<Option<rtrb::Producer<T>>>>,
+    rings: &Mutex<Vec<rtrb::Consumer<T>>>,
+    capacity: usize,
+    f: impl FnOnce(&mut rtrb::Producer<T>),
+) {
+    ring.with(|ring| {
         let mut ring = ring.borrow_mut();
         let producer = ring.get_or_insert_with(|| {
             // Started with the first ring, not checked on every request.
             start_collector();
-            let (producer, consumer) = rtrb::RingBuffer::new(RING_CAPACITY);
-            RINGS.lock().unwrap().push(consumer);
+            let (producer, consumer) = rtrb::RingBuffer::new(capacity);
+            rings.lock().unwrap().push(consumer);
             producer
         });
-        // A full ring loses the trace, which the ledger notices.
-        let _ = producer.push(trace);
+        f(producer)
     })
 }
 
@@ -209,6 +272,12 @@ fn run_collector() {
             }
         }
         report(&mut outbox);
+        for ring in RECORD_RINGS.lock().unwrap().iter_mut() {
+            let Ok(chunk) = ring.read_chunk(ring.slots()) else { continue };
+            let (first, second) = chunk.as_slices();
+            first.chunks(REPORT_BATCH).chain(second.chunks(REPORT_BATCH)).for_each(report_in_place);
+            chunk.commit_all();
+        }
         if !emptied.is_empty() {
             RETURNED_BUFFERS.lock().unwrap().append(&mut emptied);
             BUFFERS_RETURNED.store(true, Ordering::Relaxed);
@@ -222,10 +291,17 @@ fn run_collector() {
 /// Appends a trace's records, its root last; returns its emptied buffer.
 fn add_records(mut trace: Trace, anchor: &Anchor, outbox: &mut Vec<SpanRecord>) -> Vec<LocalSpan> {
     prefetch(&trace.children);
-    let record = |id: u64, parent: SpanId, begin: Instant, end: Instant, name: &'static str| {
+    outbox.extend(records(&mut trace, anchor));
+    trace.children
+}
+
+/// A trace's records, its root last, draining its children.
+fn records<'t>(trace: &'t mut Trace, anchor: &'t Anchor) -> impl Iterator<Item = SpanRecord> + 't {
+    let (trace_id, root_id, first_child_id) = (trace.trace_id, trace.root_id, trace.first_child_id);
+    let record = move |id: u64, parent: SpanId, begin: Instant, end: Instant, name: &'static str| {
         let begin_ns = begin.as_unix_nanos(anchor);
         SpanRecord {
-            trace_id: trace.trace_id,
+            trace_id,
             span_id: SpanId(id),
             parent_id: parent,
             begin_time_unix_ns: begin_ns,
@@ -235,11 +311,15 @@ fn add_records(mut trace: Trace, anchor: &Anchor, outbox: &mut Vec<SpanRecord>) 
             events: Vec::new(),
         }
     };
-    outbox.extend(trace.children.drain(..).enumerate().map(|(index, span)| {
-        record(trace.first_child_id + index as u64, trace.root_id, span.begin, span.end, span.name)
-    }));
-    outbox.push(record(trace.root_id.0, SpanId(0), trace.begin, trace.end, "request"));
-    trace.children
+    let root = record(root_id.0, SpanId(0), trace.begin, trace.end, "request");
+    trace
+        .children
+        .drain(..)
+        .enumerate()
+        .map(move |(index, span)| {
+            record(first_child_id + index as u64, root_id, span.begin, span.end, span.name)
+        })
+        .chain(std::iter::once(root))
 }
 
 /// Asks for a buffer written on another core all at once, as this
@@ -263,7 +343,12 @@ fn prefetch(spans: &[LocalSpan]) {
 
 /// Hands the records on to a reporter that discards them.
 fn report(outbox: &mut Vec<SpanRecord>) {
-    std::hint::black_box(outbox.as_slice());
-    REPORTED.fetch_add(outbox.len() as u64, Ordering::Relaxed);
+    report_in_place(outbox);
     outbox.clear();
+}
+
+/// Hands records on to a reporter that discards them, where they lie.
+fn report_in_place<R>(records: &[R]) {
+    std::hint::black_box(records);
+    REPORTED.fetch_add(records.len() as u64, Ordering::Relaxed);
 }
