@@ -116,7 +116,10 @@ pub(crate) fn calibrate() -> Result<Calibration, String> {
     let (start, end) = (reference_side.start, reference_side.end);
     let elapsed_nanos = end.mono_nanos.saturating_sub(start.mono_nanos);
     let ticks_per_nano = end.ticks.wrapping_sub(start.ticks) as f64 / elapsed_nanos.max(1) as f64;
-    if !(0.1..=100.0).contains(&ticks_per_nano) || elapsed_nanos < RATE_WINDOW.as_nanos() as u64 / 2 {
+    if elapsed_nanos < RATE_WINDOW.as_nanos() as u64 / 2 {
+        return Err(format!("the TSC rate window lasted only {elapsed_nanos} ns"));
+    }
+    if !(0.1..=100.0).contains(&ticks_per_nano) {
         return Err(format!("implausible TSC rate {ticks_per_nano} ticks/ns"));
     }
 
@@ -249,12 +252,16 @@ fn run_reference(
     affinity::pin_current_thread(cpu).map_err(fail)?;
     let start = paired_sample(cpu)
         .ok_or_else(|| fail(format!("could not read cpu {cpu}'s counter while pinned to it")))?;
+    // The window is timed from this thread's own first sample, not from when
+    // calibration began: on a busy machine the helpers can take a millisecond
+    // or more to start, and a window shortened by that was once rejected as
+    // an implausible rate, falling back to the OS clock for good.
+    let window_start = StdInstant::now();
     let mut backward = Vec::with_capacity(PASSES * others.len());
     let mut seq = 0;
     for pass in 0..PASSES {
         if pass + 1 == PASSES {
-            let spent = StdInstant::now().duration_since(deadline - DEADLINE);
-            thread::sleep(RATE_WINDOW.saturating_sub(spent));
+            thread::sleep(RATE_WINDOW.saturating_sub(window_start.elapsed()));
         }
         for _ in others {
             let mut backward_min = i64::MAX;
@@ -446,6 +453,23 @@ mod tests {
         let before = SimulatedCores { offset: 0, min_latency: 100, jitter: 50 };
         let after = SimulatedCores { offset: 5_000, min_latency: 100, jitter: 50 };
         assert!(estimate_offset(&[before.pass(1), after.pass(2)]).is_err());
+    }
+
+    #[test]
+    fn the_rate_window_is_whole_however_late_the_helper_starts() {
+        if let Err(why) = check_cpu_flags() {
+            eprintln!("no TSC to calibrate here ({why}); nothing to check");
+            return;
+        }
+        let cpu = affinity::allowed_cpus().unwrap()[0];
+        // As if calibration had begun 1.9 ms before this helper got to run.
+        let deadline = StdInstant::now() + DEADLINE - Duration::from_micros(1_900);
+        let side = thread::spawn(move || run_reference(&Shared::default(), cpu, &[], deadline))
+            .join()
+            .unwrap()
+            .unwrap();
+        let window = side.end.mono_nanos - side.start.mono_nanos;
+        assert!(window >= RATE_WINDOW.as_nanos() as u64, "a rate window of only {window} ns");
     }
 
     #[test]
