@@ -23,7 +23,9 @@
 mod support;
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use minitrace::collector::{Config, SpanRecord, TestReporter};
 use minitrace::prelude::*;
@@ -53,7 +55,7 @@ fn traced_test(name: &'static str, test: impl FnOnce()) {
     minitrace::flush();
 
     let trace: Vec<SpanRecord> = {
-        let mut all = spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut all = spans.lock();
         let (trace, others) = all.drain(..).partition(|span| span.trace_id == context.trace_id);
         *all = others;
         trace

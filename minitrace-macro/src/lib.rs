@@ -28,7 +28,7 @@
 //! }
 //! minitrace::flush();
 //!
-//! let records = spans.lock().unwrap().clone();
+//! let records = spans.lock().clone();
 //! assert_eq!(
 //!     tree_str_from_span_records(records),
 //!     r#"
@@ -243,7 +243,7 @@ pub fn trace(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// ```
 /// use minitrace::prelude::*;
-/// use minitrace_macro::trace_async;
+/// use minitrace::trace_async;
 ///
 /// #[trace_async]
 /// async fn fetch(id: u64) -> u64 {

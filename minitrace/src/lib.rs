@@ -96,7 +96,7 @@
 //! }
 //! minitrace::flush();
 //!
-//! let records = records.lock().unwrap();
+//! let records = records.lock();
 //! let span = |name: &str| records.iter().find(|record| record.name == name).unwrap();
 //! assert_eq!(span("query").parent_id, span("request").span_id);
 //! assert_eq!(span("fetch").parent_id, span("query").span_id);
@@ -149,10 +149,11 @@
 //!   lasted at least a threshold. The decision is made when the root
 //!   finishes, so the slow request is never missed, and fast traces cost
 //!   only their recording.
-//! - **Head sampling**: a root under a context with
-//!   [`sampled(false)`](collector::SpanContext::sampled) is a no-op, and so
-//!   is everything under it; a caller's `traceparent` header carries that
-//!   decision across processes.
+//! - **Head sampling**: a caller's `traceparent` header carries its
+//!   decision whether to record the trace
+//!   ([`SpanContext::decode_w3c_traceparent_with_sampled`](collector::SpanContext::decode_w3c_traceparent_with_sampled));
+//!   an unsampled request runs under [`Span::noop`], and so everything
+//!   under it records nothing.
 //! - **Cancelling**: [`Span::cancel`] on a root discards its whole trace,
 //!   e.g. a health check found out to be uninteresting.
 //!
@@ -216,6 +217,10 @@ pub use crate::span::Span;
 /// Traces a fn: a span for every call, named after the fn, under the
 /// caller's local parent. See [`minitrace_macro::trace`] for the options.
 pub use minitrace_macro::trace;
+/// `#[trace]` for async fns, in the spelling of older minitrace releases
+/// (`#[trace_async]`, `#[trace_async("name")]`). See
+/// [`minitrace_macro::trace_async`].
+pub use minitrace_macro::trace_async;
 
 /// Whether tracing is compiled in: the `enable` switch, decided here and
 /// nowhere else. Every entry point checks this constant first, and every
@@ -248,6 +253,6 @@ pub mod prelude {
     pub use crate::future::FutureExt as _;
     pub use crate::local::LocalSpan;
     pub use crate::span::Span;
-    pub use crate::trace;
+    pub use crate::{trace, trace_async};
     pub use crate::{file_location, full_name, func_name};
 }

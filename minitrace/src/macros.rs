@@ -32,15 +32,16 @@ macro_rules! full_name {
     }};
 }
 
-/// `"file:line"` of the place the macro is written.
+/// `"file:line:column"` of the place the macro is written.
 ///
 /// ```
-/// assert!(minitrace::file_location!().contains(".rs:"));
+/// let location = minitrace::file_location!();
+/// assert!(location.ends_with(&format!(":{}:17", line!() - 1)), "{location}");
 /// ```
 #[macro_export]
 macro_rules! file_location {
     () => {
-        concat!(file!(), ":", line!())
+        ::std::concat!(::std::file!(), ":", ::std::line!(), ":", ::std::column!())
     };
 }
 

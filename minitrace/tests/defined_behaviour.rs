@@ -151,7 +151,7 @@ fn flush_inside_a_tokio_runtime_returns_with_spans_reported() {
         context.trace_id
     });
     let spans = reported();
-    let all = spans.lock().unwrap();
+    let all = spans.lock();
     assert!(all.iter().any(|r| r.trace_id == trace_id));
 }
 

@@ -23,7 +23,7 @@ fn spans_are_reported_before_their_root_finishes() {
         names.sort();
         names
     };
-    assert_eq!(names(&records.lock().unwrap()), ["step", "thread-safe child"]);
+    assert_eq!(names(&records.lock()), ["step", "thread-safe child"]);
 
     {
         let _guard = root.set_local_parent();
@@ -32,7 +32,7 @@ fn spans_are_reported_before_their_root_finishes() {
     Event::add_to_parent("on root", &root, || []);
     drop(root);
     minitrace::flush();
-    let records = records.lock().unwrap();
+    let records = records.lock();
     assert_eq!(names(&records), ["after the first report", "root", "step", "thread-safe child"]);
     let span = |name: &str| records.iter().find(|record| record.name == name).unwrap();
     for child in ["step", "thread-safe child", "after the first report"] {

@@ -18,8 +18,8 @@ fn the_second_reporter_replaces_the_first() {
     drop(Span::root("after", SpanContext::random()));
     minitrace::flush();
 
-    let names = |spans: &std::sync::Arc<std::sync::Mutex<Vec<SpanRecord>>>| {
-        spans.lock().unwrap().iter().map(|r| r.name.to_string()).collect::<Vec<_>>()
+    let names = |spans: &std::sync::Arc<parking_lot::Mutex<Vec<SpanRecord>>>| {
+        spans.lock().iter().map(|r| r.name.to_string()).collect::<Vec<_>>()
     };
     assert_eq!(names(&first_spans), ["before"]);
     assert_eq!(names(&second_spans), ["after"]);

@@ -28,7 +28,7 @@ fn only_traces_slower_than_the_threshold_are_reported() {
     drop((fast_late, slow_late));
     minitrace::flush();
 
-    let mut names: Vec<String> = spans.lock().unwrap().iter().map(|r| r.name.to_string()).collect();
+    let mut names: Vec<String> = spans.lock().iter().map(|r| r.name.to_string()).collect();
     names.sort();
     assert_eq!(names, ["finishes after the root", "slow", "step"]);
     let after = minitrace::collector::stats();

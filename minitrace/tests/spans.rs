@@ -151,8 +151,11 @@ fn remote_parents_and_w3c_context_are_kept() {
 #[test]
 fn unsampled_contexts_and_cancelled_roots_report_nothing() {
     reported();
-    let unsampled = SpanContext::random().sampled(false);
-    let root = Span::root("unsampled", unsampled);
+    // A caller's unsampled traceparent: the request runs under a no-op root.
+    let header = SpanContext::random().encode_w3c_traceparent_with_sampled(false);
+    let (unsampled, sampled) = SpanContext::decode_w3c_traceparent_with_sampled(&header).unwrap();
+    assert!(!sampled);
+    let root = if sampled { Span::root("unsampled", unsampled) } else { Span::noop() };
     assert!(root.elapsed().is_none());
     drop(root);
 

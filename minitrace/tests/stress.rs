@@ -84,7 +84,7 @@ fn every_span_is_reported_once_or_counted() {
 
     let after = minitrace::collector::stats();
     let dropped = after.dropped() - before.dropped();
-    let all = spans.lock().unwrap();
+    let all = spans.lock();
     let mut by_trace: HashMap<TraceId, Vec<&SpanRecord>> = HashMap::new();
     for record in all.iter().filter(|r| traces.contains(&r.trace_id)) {
         by_trace.entry(record.trace_id).or_default().push(record);

@@ -2,7 +2,9 @@
 //! reporter is global), and each test's trace picked out by its trace id,
 //! so that tests can run in parallel.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use minitrace::collector::{Config, SpanRecord, TestReporter, TraceId};
 use minitrace::prelude::*;
@@ -21,7 +23,7 @@ pub fn reported() -> &'static Arc<Mutex<Vec<SpanRecord>>> {
 /// The spans of one trace, once reported.
 pub fn spans_of(trace_id: TraceId) -> Vec<SpanRecord> {
     minitrace::flush();
-    let spans = reported().lock().unwrap();
+    let spans = reported().lock();
     spans.iter().filter(|span| span.trace_id == trace_id).cloned().collect()
 }
 

@@ -868,7 +868,9 @@ fn prefetch(spans: &[RawSpan]) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
 
     use super::*;
     use crate::collector::{TestReporter, TraceId};
@@ -926,7 +928,7 @@ mod tests {
     /// order reported.
     fn reported(collector: &mut Collector, records: &Mutex<Vec<SpanRecord>>) -> Vec<(u128, u64, u64)> {
         collector.report();
-        records.lock().unwrap().iter().map(|r| (r.trace_id.0, r.span_id.0, r.parent_id.0)).collect()
+        records.lock().iter().map(|r| (r.trace_id.0, r.span_id.0, r.parent_id.0)).collect()
     }
 
     #[test]
@@ -997,7 +999,7 @@ mod tests {
         }
         collector.file(&mut local(4, &[41, 42]));
         collector.report();
-        assert_eq!(records.lock().unwrap().len(), 6);
+        assert_eq!(records.lock().len(), 6);
         assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 0));
         assert_eq!(collector.outbox.len(), 2);
         collector.file(&mut child(4, 43));
@@ -1018,7 +1020,7 @@ mod tests {
             collector.file(&mut message);
         }
         assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 0));
-        assert_eq!(records.lock().unwrap().len(), 2);
+        assert_eq!(records.lock().len(), 2);
         // Trace 2 takes its place (trace 1's records leave by a swap), then
         // trace 1's root finishes it from its own vector, then trace 2's.
         for mut message in children(2).chain([root(1), root(2)]) {
@@ -1048,7 +1050,7 @@ mod tests {
         collector.file(&mut local(1, &[11]));
         collector.file(&mut local(1, &ids));
         // No report made to move it: it stays behind trace 3's records.
-        assert!(records.lock().unwrap().is_empty());
+        assert!(records.lock().is_empty());
         assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 2));
         collector.file(&mut root(1));
         assert_eq!(reported(&mut collector, &records).len(), 2 + 1 + ids.len() + 1);

@@ -8,38 +8,28 @@ use crate::Span;
 /// ```
 /// use minitrace::prelude::*;
 ///
-/// let context = SpanContext::new(TraceId::random(), SpanId::random());
+/// let context = SpanContext { trace_id: TraceId::random(), span_id: SpanId::random() };
 /// let header = context.encode_w3c_traceparent();
 /// assert_eq!(SpanContext::decode_w3c_traceparent(&header), Some(context));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SpanContext {
     /// The trace.
     pub trace_id: TraceId,
     /// The span within it: for a context used as a parent, the parent span.
     pub span_id: SpanId,
-    /// Whether the trace is being recorded. [`Span::root`] under an unsampled
-    /// context is a no-op, so a caller's decision not to trace is honoured.
-    pub sampled: bool,
-}
-
-impl Default for SpanContext {
-    /// The zero ids, sampled.
-    fn default() -> SpanContext {
-        SpanContext { trace_id: TraceId(0), span_id: SpanId(0), sampled: true }
-    }
 }
 
 impl SpanContext {
-    /// A sampled context with the given ids.
+    /// A context with the given ids.
     ///
     /// ```
     /// use minitrace::prelude::*;
     /// let context = SpanContext::new(TraceId(12), SpanId(34));
-    /// assert!(context.sampled);
+    /// assert_eq!(context.span_id, SpanId(34));
     /// ```
     pub fn new(trace_id: TraceId, span_id: SpanId) -> SpanContext {
-        SpanContext { trace_id, span_id, sampled: true }
+        SpanContext { trace_id, span_id }
     }
 
     /// A new random trace id with no parent span: the context for a fresh
@@ -55,16 +45,6 @@ impl SpanContext {
         // Without `enable` no span uses it: skip the generator.
         let trace_id = if crate::ENABLED { TraceId::random() } else { TraceId(0) };
         SpanContext::new(trace_id, SpanId(0))
-    }
-
-    /// Sets whether the trace is recorded.
-    ///
-    /// ```
-    /// let context = minitrace::prelude::SpanContext::random().sampled(false);
-    /// assert!(!context.sampled);
-    /// ```
-    pub fn sampled(self, sampled: bool) -> SpanContext {
-        SpanContext { sampled, ..self }
     }
 
     /// The context of `span`, or `None` for a no-op span. With several
@@ -96,17 +76,35 @@ impl SpanContext {
     /// parent id>-<2 hex flags>`, lowercase. `None` for anything malformed:
     /// wrong lengths or separators, uppercase or non-hex digits, version
     /// `ff`, all-zero ids, or extra fields on version `00`. Later versions
-    /// may append fields, which are ignored.
+    /// may append fields, which are ignored. The sampled flag is ignored
+    /// here; [`decode_w3c_traceparent_with_sampled`](SpanContext::decode_w3c_traceparent_with_sampled)
+    /// returns it.
     ///
     /// ```
     /// use minitrace::prelude::*;
     /// let header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     /// let context = SpanContext::decode_w3c_traceparent(header).unwrap();
     /// assert_eq!(context.span_id, SpanId(0xb7ad6b7169203331));
-    /// assert!(context.sampled);
     /// assert_eq!(SpanContext::decode_w3c_traceparent("00-xyz-b7ad6b7169203331-01"), None);
     /// ```
     pub fn decode_w3c_traceparent(traceparent: &str) -> Option<SpanContext> {
+        SpanContext::decode_w3c_traceparent_with_sampled(traceparent).map(|(context, _)| context)
+    }
+
+    /// Parses a W3C `traceparent` header as
+    /// [`decode_w3c_traceparent`](SpanContext::decode_w3c_traceparent) does,
+    /// and also returns its sampled flag: the caller's decision whether this
+    /// trace is recorded. To honour it, start the root only when it is set:
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    /// let (context, sampled) = SpanContext::decode_w3c_traceparent_with_sampled(header).unwrap();
+    /// assert!(!sampled);
+    /// let root = if sampled { Span::root("request", context) } else { Span::noop() };
+    /// assert!(root.elapsed().is_none());
+    /// ```
+    pub fn decode_w3c_traceparent_with_sampled(traceparent: &str) -> Option<(SpanContext, bool)> {
         let bytes = traceparent.as_bytes();
         // ASCII only: every offset below is then a character boundary.
         if !traceparent.is_ascii()
@@ -127,11 +125,11 @@ impl SpanContext {
         if version == 0xff || !valid_tail || trace_id == 0 || span_id == 0 {
             return None;
         }
-        Some(SpanContext { trace_id: TraceId(trace_id), span_id: SpanId(span_id), sampled: flags & 1 == 1 })
+        Some((SpanContext::new(TraceId(trace_id), SpanId(span_id)), flags & 1 == 1))
     }
 
     /// Encodes the context as a W3C `traceparent` header, with the sampled
-    /// flag set from [`sampled`](SpanContext::sampled).
+    /// flag set.
     ///
     /// ```
     /// use minitrace::prelude::*;
@@ -142,7 +140,7 @@ impl SpanContext {
     /// );
     /// ```
     pub fn encode_w3c_traceparent(&self) -> String {
-        self.encode_w3c_traceparent_with_sampled(self.sampled)
+        self.encode_w3c_traceparent_with_sampled(true)
     }
 
     /// Encodes the context as a W3C `traceparent` header with the given
@@ -199,10 +197,9 @@ mod tests {
 
     #[test]
     fn honours_the_sampled_flag_and_future_versions() {
-        let unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
-        assert!(!SpanContext::decode_w3c_traceparent(unsampled).unwrap().sampled);
-        let future = "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03-more";
-        assert!(SpanContext::decode_w3c_traceparent(future).unwrap().sampled);
+        let sampled = |header| SpanContext::decode_w3c_traceparent_with_sampled(header).unwrap().1;
+        assert!(!sampled("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"));
+        assert!(sampled("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03-more"));
     }
 
     #[test]

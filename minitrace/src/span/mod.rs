@@ -66,8 +66,9 @@ impl Span {
     /// Starts a trace. `parent` gives the trace id and, for a trace continued
     /// from another process, the remote parent's span id.
     ///
-    /// A no-op when `parent` is not sampled, or when no reporter is set (see
-    /// [`set_reporter`](crate::set_reporter)).
+    /// A no-op when no reporter is set (see [`set_reporter`](crate::set_reporter)).
+    /// To honour a caller's decision not to sample, start [`Span::noop`]
+    /// instead (see [`SpanContext::decode_w3c_traceparent_with_sampled`]).
     ///
     /// ```
     /// use minitrace::prelude::*;
@@ -75,7 +76,7 @@ impl Span {
     /// ```
     #[inline(always)]
     pub fn root(name: impl Into<Cow<'static, str>>, parent: SpanContext) -> Span {
-        if !crate::ENABLED || !parent.sampled {
+        if !crate::ENABLED {
             return Span::noop();
         }
         if !global::reporter_is_set() {

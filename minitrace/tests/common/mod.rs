@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use minitrace::collector::{Config, SpanRecord, TestReporter, TraceId};
 use minitrace::util::tree::tree_str_from_span_records;
@@ -30,7 +32,7 @@ pub fn reported() -> Arc<Mutex<Vec<SpanRecord>>> {
 pub fn trace(trace_id: TraceId) -> Vec<SpanRecord> {
     let spans = reported();
     minitrace::flush();
-    let all = spans.lock().unwrap();
+    let all = spans.lock();
     all.iter().filter(|record| record.trace_id == trace_id).cloned().collect()
 }
 
