@@ -16,3 +16,10 @@ fi
 $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 
 cargo test --workspace --release
+
+# A 0.6 user's switch: crates built on minitrace 0.6.7 from crates.io
+# (minitrace-opentelemetry to the Jaeger above, minitrace-datadog to a
+# stand-in agent) on this workspace's core, then our public API against the
+# published releases.
+cargo test --release --manifest-path compat/ecosystem/Cargo.toml --target-dir target
+bash scripts/api-check.sh

@@ -49,7 +49,9 @@ fn a_busy_cycle_is_reported_in_bounded_batches_of_whole_traces() {
     let batches = batches.lock().unwrap();
     let spans: usize = batches.iter().map(Vec::len).sum();
     assert_eq!(spans, traces * (children + 1) + 10_001);
-    assert!(batches.len() > 2, "{} batches for {spans} spans", batches.len());
+    // (Cycles with nothing to report call the reporter with no spans.)
+    let filled = batches.iter().filter(|batch| !batch.is_empty()).count();
+    assert!(filled > 2, "{filled} batches for {spans} spans");
     let mut batch_of_trace = HashMap::new();
     for (batch, trace_ids) in batches.iter().enumerate() {
         for trace_id in trace_ids {

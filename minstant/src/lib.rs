@@ -103,6 +103,8 @@
 //! - `atomic`: [`Atomic`], an `Instant` that can be updated in place.
 //! - `fallback-coarse`: the fallback reads `CLOCK_MONOTONIC_COARSE`, cheaper
 //!   and at scheduler-tick resolution.
+//! - `coarsetime`: does nothing; kept so that a build written for 0.1, where
+//!   it was the name of an optional dependency, still resolves.
 
 #![deny(missing_docs)]
 

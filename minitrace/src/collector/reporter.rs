@@ -28,7 +28,9 @@ pub trait Reporter: Send + 'static {
     /// at trace boundaries so that the records are still in the CPU's cache
     /// while they are reported. The spans of one trace may arrive over
     /// several batches only with `report_before_root_finish`, or when
-    /// children finish after their root.
+    /// children finish after their root. A cycle with nothing to report
+    /// still calls it once, with no spans, as minitrace 0.6 did, so that a
+    /// reporter that batches on its own can flush then.
     ///
     /// ```
     /// use minitrace::collector::{Reporter, SpanRecord};

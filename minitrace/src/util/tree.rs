@@ -52,7 +52,7 @@ pub fn tree_str_from_span_records(records: Vec<SpanRecord>) -> String {
 struct Tree {
     name: String,
     children: Vec<Tree>,
-    properties: String,
+    properties: Vec<(String, String)>,
 }
 
 impl Tree {
@@ -67,12 +67,16 @@ impl Tree {
         Tree {
             name: record.name.to_string(),
             children: subtrees,
-            properties: format!("{:?}", record.properties),
+            properties: record
+                .properties
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
         }
     }
 
     fn render(&self, depth: usize, text: &mut String) {
-        text.push_str(&format!("{:indent$}{} {}\n", "", self.name, self.properties, indent = depth * 4));
+        text.push_str(&format!("{:indent$}{} {:?}\n", "", self.name, self.properties, indent = depth * 4));
         for child in &self.children {
             child.render(depth + 1, text);
         }
