@@ -2,53 +2,72 @@
 //! ring (what minitrace uses) against one shared crossbeam channel, with
 //! both cores producing at once and a consumer draining.
 //!
+//! Charged as the contenders of `benches/spans.rs` are: the CPU time of the
+//! whole process (producers and consumer), so that a side that waits by
+//! spinning pays for it. Neither consumer busy-waits: crossbeam's receiver
+//! parks when the channel is empty, and the rings' consumer parks when it
+//! finds every ring empty, woken by a producer whose ring is full (as
+//! minitrace's collector sleeps between its cycles).
+//!
 //! `cargo bench --bench channel`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use minitrace_suite::process_cpu_time;
 
 const PRODUCERS: usize = 2;
 
-/// Wall time for each of `PRODUCERS` threads to push `iters` 96-byte
-/// messages (a span's size) and for one consumer thread to pop them all:
-/// both sides end once the consumer has drained every message.
+/// A message: the size of a slot of minitrace's own ring, 88 bytes on
+/// 64-bit targets (asserted in minitrace/src/collector/message.rs).
+type Message = [u64; 11];
+
+const _: () = assert!(std::mem::size_of::<Message>() == 88);
+
+/// Process CPU time for each of `PRODUCERS` threads to push `iters`
+/// messages and for one consumer thread to pop them all, from starting the
+/// threads until the consumer has drained every message.
 fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
-    type Message = [u64; 12];
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
+    let start = process_cpu_time();
     let consumed = if per_thread_rings {
         let (producers, mut consumers): (Vec<_>, Vec<_>) =
             (0..PRODUCERS).map(|_| rtrb::RingBuffer::<Message>::new(4096)).unzip();
+        let stop = Arc::new(AtomicBool::new(false));
         let consumer = {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let mut consumed = 0u64;
-                let mut drain = |consumers: &mut Vec<rtrb::Consumer<Message>>| {
-                    for ring in consumers {
+                loop {
+                    // Acquire: every push finished before `stop` was set, so
+                    // the drain after seeing it takes every message left.
+                    let stopped = stop.load(Ordering::Acquire);
+                    let before = consumed;
+                    for ring in &mut consumers {
                         while ring.pop().is_ok() {
                             consumed += 1;
                         }
                     }
-                };
-                // Acquire: every push finished before `stop` was set, so the
-                // last drain below sees every message still in the rings.
-                while !stop.load(Ordering::Acquire) {
-                    drain(&mut consumers);
+                    if stopped {
+                        break consumed;
+                    }
+                    if consumed == before {
+                        // An unpark before this park makes it return at once.
+                        std::thread::park();
+                    }
                 }
-                drain(&mut consumers);
-                consumed
             })
         };
         let threads: Vec<_> = producers
             .into_iter()
             .map(|mut ring| {
+                let consumer = consumer.thread().clone();
                 std::thread::spawn(move || {
                     for i in 0..iters {
-                        while ring.push([i; 12]).is_err() {
-                            std::hint::spin_loop();
+                        while ring.push([i; 11]).is_err() {
+                            // Full: wake the consumer and give it the CPU.
+                            consumer.unpark();
+                            std::thread::yield_now();
                         }
                     }
                 })
@@ -56,6 +75,7 @@ fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
         stop.store(true, Ordering::Release);
+        consumer.thread().unpark();
         consumer.join().unwrap()
     } else {
         let (sender, receiver) = crossbeam_channel::bounded::<Message>(4096 * PRODUCERS);
@@ -65,7 +85,7 @@ fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
                 let sender = sender.clone();
                 std::thread::spawn(move || {
                     for i in 0..iters {
-                        sender.send([i; 12]).unwrap();
+                        sender.send([i; 11]).unwrap();
                     }
                 })
             })
@@ -74,7 +94,7 @@ fn run(iters: u64, per_thread_rings: bool) -> std::time::Duration {
         threads.into_iter().for_each(|t| t.join().unwrap());
         consumer.join().unwrap()
     };
-    let elapsed = start.elapsed();
+    let elapsed = process_cpu_time() - start;
     assert_eq!(consumed, iters * PRODUCERS as u64, "the consumer missed messages");
     elapsed
 }

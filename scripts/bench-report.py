@@ -6,16 +6,20 @@ beside it (the median point estimate, in nanoseconds per iteration), and
 the sink descriptions and span counts that benches/spans.rs writes to
 target/criterion/spans-sinks.tsv and spans-delivery.tsv. Writes a table per
 benchmark group, each row's median and its ratio to this workspace's row
-(the one named "... (this workspace)"), the machine (CPU model from
-/proc/cpuinfo, nproc), the date and the command; and an SVG bar chart of the
-ratios (drawn by hand: no plotting library), which BENCHMARKS.md embeds.
+(the one named "... (this workspace)"), what each group's time is, the
+machine (CPU model from /proc/cpuinfo, nproc), the commit, the date and the
+command; and an SVG bar chart of the ratios (drawn by hand: no plotting
+library), which BENCHMARKS.md embeds. Sentences about results are computed
+from the rows.
 
 Python 3 standard library only.
 
-    python3 scripts/bench-report.py [--since EPOCH] [--command CMD]
+    python3 scripts/bench-report.py [--since EPOCH] [--command CMD] [--commit REV]
+    python3 scripts/bench-report.py --print-commit
 
 --since drops results older than a run's start (criterion keeps results of
-benchmarks that a later run no longer has); scripts/bench.sh passes it.
+benchmarks that a later run no longer has); scripts/bench.sh passes it, and
+the commit it read with --print-commit before building.
 """
 
 import argparse
@@ -47,36 +51,33 @@ GROUP_ORDER = [
     "queue to the collector, 2 producers",
 ]
 
-# What each group measures, printed under its heading.
+# What each group's workload is, printed under its heading. Descriptions
+# only: sentences about results are computed (findings()).
 GROUP_NOTES = {
     "local spans, wide": "1 root + N sibling local spans (each the local parent while it lives). "
     "N is the column; the spans per iteration are N + 1.",
     "local spans, deep": "1 root + N nested local spans. N is the column.",
-    "1 µs request, 1 root + 9 children": "A request of nine ~100 ns steps, each traced, under a root: "
-    "10 spans. The steps are independent of each other, so the CPU overlaps the end of one with the "
-    "start of the next. The last column is the cost of tracing as a share of the untraced request. The "
-    "clock-reads row is the floor: the same request with only the clock reads this workspace makes for it "
-    "(two per span) and nothing recorded. On this machine a time-stamp counter read waits for the work "
-    "before it, as a fence does (the fence row: one LFENCE per step, no clock read, costs about as much), "
-    "so it stops that overlap: here the reads alone cost a large share of any tracer's overhead. The "
-    "design-floor row is the least a tracer built like this workspace's does for the request "
-    "(`benches/design_floor/`): the same clock reads, each child recorded through a thread-local at "
-    "both ends, one message per trace to a collector thread that makes the records, and nothing else; what this "
-    "workspace costs above it is what its API and guarantees add (a root that may end later or "
-    "elsewhere than its local spans, so two messages per trace; nesting; bounds; loss accounting) "
-    "and its implementation, the rest is the design's. The second design-floor row makes the records on "
-    "the traced thread instead and publishes them per trace to a ring that the collector hands to the "
-    "reporter without reading: what moving that work off the collector thread would gain.",
+    "1 µs request, 1 root + 9 children": "A request of nine traced steps of busy work (a `Step` of 100 "
+    "iterations) under a root: 10 spans. The steps are independent of each other, so the CPU may overlap "
+    "the end of one with the start of the next, unless something between them waits for the work before "
+    "it. The last column is "
+    "the cost of tracing as a share of the untraced request. The clock-reads row is the same request with "
+    "only the clock reads this workspace makes for it (two per span) and nothing recorded; the fence row "
+    "has one LFENCE per step and no clock read. The design-floor row is a minimal tracer of this "
+    "workspace's design (`benches/design_floor/`): the same clock reads, each child recorded through a "
+    "thread-local at both ends, one message per trace to a collector thread that makes the records, and "
+    "nothing else (this workspace's API needs two messages per trace, for a root that may end later or "
+    "elsewhere than its local spans, and adds nesting, bounds and loss accounting). The second "
+    "design-floor row makes the records on the traced thread instead and publishes them per trace to a "
+    "ring that the collector hands to the reporter without reading them.",
     "1 µs request, chained steps, 1 root + 9 children": "The same request with each step starting from "
-    "the previous step's result, as the steps of a real request use each other's output: nothing "
-    "overlaps, and the clock reads (their row) cost what they cost back to back.",
+    "the previous step's result, as the steps of a real request use each other's output, so no step can "
+    "overlap the next.",
     "Span with explicit parent, finished on another thread": "1 root + 1 000 thread-safe spans with "
     "the root as explicit parent, handed to another thread that ends them, the two threads kept on two "
-    "different CPUs (left to the scheduler, each row got its own placement, and a span read on the core "
-    "that wrote it costs well under what one read on the other core does). Every row is charged the "
-    "process's CPU time minus what handing the spans over cost the two threads (sending, waiting, being "
-    "woken up), which is the bench's, not the library's; the baseline row is what is left of an untraced "
-    "hand-off: dropping the items.",
+    "different CPUs. What handing the spans over costs the two threads (sending, waiting, being woken "
+    "up) is the bench's, not the library's, and is not charged; the baseline row is what is left of an "
+    "untraced hand-off: dropping the items.",
     "async, N awaits, each step a child span": "A root task awaiting N steps that each suspend once, "
     "each step traced as a child span (minitrace: `in_span`, as `#[trace]` does; tracing: `Instrument`; "
     "OpenTelemetry: `with_context`; rustracing: a child span held across the await). N is the column.",
@@ -87,14 +88,39 @@ GROUP_NOTES = {
     "each make a trace of 1 root + 100 local spans per iteration, while the library's collector or "
     "export thread (if any) competes with them for the cores.",
     "no reporter, 1 root + 100 local spans": "Tracing compiled in, nothing collecting (no reporter, no "
-    "subscriber, no provider); wall time. The untraced row is also minitrace built without its `enable` "
-    "feature: minitrace/tests/disabled.rs checks that such a build compiles the traced code to the "
-    "untraced machine code.",
+    "subscriber, no provider). The untraced row is the workload with its spans removed, an empty loop. "
+    "minitrace built without its `enable` feature has no row: one bench build has one set of features.",
     "now": "Reading each clock once.",
     "queue to the collector, 2 producers": "The queue from traced threads to the collector: a ring per "
-    "thread (what minitrace uses) against one shared channel; wall time until the consumer has drained "
-    "every message.",
+    "thread (what minitrace uses) against one shared channel. Neither consumer busy-waits: the "
+    "channel's blocks while the channel is empty, the rings' parks while every ring is empty, until a "
+    "producer finds its ring full.",
 }
+
+# What benches/contenders/mod.rs `measure` charges: process CPU time over
+# batches of iterations that end with the library's flush.
+CPU_WITH_FLUSH = "CPU time of the whole process per iteration, the library's flush included"
+
+# What each group's time is, read from the bench that measures it: under each
+# heading of BENCHMARKS.md and each group of the chart.
+GROUP_MEASURES = {
+    "local spans, wide": CPU_WITH_FLUSH,
+    "local spans, deep": CPU_WITH_FLUSH,
+    "1 µs request, 1 root + 9 children": CPU_WITH_FLUSH + " (rows without a tracer have nothing to flush)",
+    "1 µs request, chained steps, 1 root + 9 children": CPU_WITH_FLUSH
+    + " (rows without a tracer have nothing to flush)",
+    "Span with explicit parent, finished on another thread": CPU_WITH_FLUSH
+    + ", minus the hand-off's CPU time on both threads",
+    "async, N awaits, each step a child span": CPU_WITH_FLUSH + " (the untraced row has nothing to flush)",
+    "async, N awaits, in_span + enter_on_poll": CPU_WITH_FLUSH + " (the untraced row has nothing to flush)",
+    "2 threads at once, 1 root + 100 local spans each": CPU_WITH_FLUSH,
+    "no reporter, 1 root + 100 local spans": "wall time per iteration on the bench thread; nothing is "
+    "collected, so no flush",
+    "now": "wall time per read",
+    "queue to the collector, 2 producers": "CPU time of the whole process per iteration (a message from "
+    "each producer), until the consumer has taken every message",
+}
+UNKNOWN_MEASURE = "not described in scripts/bench-report.py: see the bench"
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
 OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained steps, 1 root + 9 children"}
@@ -123,6 +149,10 @@ def fmt_time(ns):
         if ns >= scale:
             return f"{ns / scale:.3g} {unit}"
     return f"{ns:.3g} ns"
+
+
+def amount(ns):
+    return fmt_time(ns) if ns >= 0 else "−" + fmt_time(-ns)
 
 
 def fmt_ratio(ratio):
@@ -171,16 +201,25 @@ def read_tsv(path, since):
     return lines[1:]
 
 
+def read_delivery(criterion_dir, since):
+    """{(group, N, contender): (spans made, spans its sink received)}: the
+    ledger that benches/contenders/mod.rs writes (N is "" in groups without
+    a parameter)."""
+    delivery = {}
+    for row in read_tsv(os.path.join(criterion_dir, "spans-delivery.tsv"), since):
+        if len(row) == 5:
+            delivery[(row[0], row[1], row[2])] = (int(row[3]), int(row[4]))
+    return delivery
+
+
 def read_sinks(criterion_dir, since):
     """([(contender, where its sink works)], {(group, N, contender): share lost})."""
     sinks = [tuple(row[:2]) for row in read_tsv(os.path.join(criterion_dir, "spans-sinks.tsv"), since)]
-    losses = {}
-    for row in read_tsv(os.path.join(criterion_dir, "spans-delivery.tsv"), since):
-        if len(row) != 5:
-            continue
-        group, param, contender, made, received = row[0], row[1], row[2], int(row[3]), int(row[4])
-        if made > 0:
-            losses[(group, param, contender)] = max(0, made - received) / made
+    losses = {
+        key: max(0, made - received) / made
+        for key, (made, received) in read_delivery(criterion_dir, since).items()
+        if made > 0
+    }
     return sinks, losses
 
 
@@ -241,6 +280,61 @@ def machine():
     return f"{model}, nproc = {nproc}{memory}; {platform.system()} {platform.release()}; {rustc}"
 
 
+def commit():
+    """HEAD's short hash, marked if the tree differs from it (this script's
+    outputs aside)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "status", "--porcelain", "--", ".", ":(exclude)BENCHMARKS.md", ":(exclude)benchmarks.svg"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head} with uncommitted changes" if changes else head
+
+
+def findings(group, functions, reference):
+    """Sentences about this run's rows of a request group, computed from them."""
+    if group not in OVERHEAD_GROUPS or reference is None:
+        return []
+
+    def median(prefix):
+        name = next((n for n in functions if n.startswith(prefix)), None)
+        return functions[name].get("") if name else None
+
+    base, ours = median("untraced"), functions[reference].get("")
+    if base is None or ours is None:
+        return []
+    added = ours - base
+    clock, fence = median("clock reads only"), median("fence only")
+    sentences = [f"In this run the untraced request takes {fmt_time(base)}."]
+    if clock is not None and added > 0:
+        sentences.append(
+            f"The clock reads alone add {amount(clock - base)} to it, "
+            f"{100 * (clock - base) / added:.0f} % of the {amount(added)} that {reference} adds."
+        )
+    if clock is not None and fence is not None and clock != base:
+        sentences.append(
+            f"The fences add {amount(fence - base)}, {100 * (fence - base) / (clock - base):.0f} % of what "
+            "the clock reads add."
+        )
+    floors = [(name, functions[name].get("")) for name in functions if name.startswith("design floor")]
+    gaps = [
+        f"{fmt_time(abs(ours - ns))} {'more' if ours >= ns else 'less'} than the {name}"
+        for name, ns in floors
+        if ns is not None
+    ]
+    if gaps:
+        sentences.append(f"Per request, {reference} costs {' and '.join(gaps)}.")
+    return [" ".join(sentences)]
+
+
 def group_table(group, functions, contender_order, losses):
     """Markdown lines of one group's table, and its footnotes."""
     rows = ordered_rows(functions, contender_order)
@@ -295,9 +389,10 @@ def group_table(group, functions, contender_order, losses):
     for name, cells in flagged.items():
         where = "" if cells[0][0] == "" else " at " + ", ".join(f"N = {p}" for p, _ in cells)
         worst = max(loss for _, loss in cells)
+        ratios = ", and the other rows' ratios to it too high" if name == reference else ""
         notes.append(
             f"⚠ {name}{where}: its sink did not receive every span (the library dropped up to "
-            f"{100 * worst:.2g} % of them), so its numbers there are flattered."
+            f"{100 * worst:.2g} % of them), so its numbers there are flattered{ratios}."
         )
     if reference is None:
         notes.append("No reference row in this group: medians only.")
@@ -312,13 +407,14 @@ PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#e
 def chart(results, groups, contender_order, losses):
     """The SVG text: per group and N, a bar per contender from ×1 (this
     workspace) to its ratio, on a log scale."""
-    blocks = []
+    blocks = []  # (title, what its time is or None, bars)
     for group in groups:
         functions = results[group]
         reference = reference_of(group, functions)
         if reference != "minitrace (this workspace)":
             continue
         params = sorted({p for values in functions.values() for p in values}, key=param_key)
+        caption = "Time: " + GROUP_MEASURES.get(group, UNKNOWN_MEASURE) + "."
         for p in params:
             ref = functions[reference].get(p)
             if not ref:
@@ -332,37 +428,38 @@ def chart(results, groups, contender_order, losses):
                 bars.append((name, ns / ref, flagged))
             if bars:
                 title = group if p == "" else f"{group}, N = {p}"
-                blocks.append((title, bars))
+                blocks.append((title, caption, bars))
+                caption = None
     if not blocks:
         return None
 
-    ratios = [r for _, bars in blocks for _, r, _ in bars]
+    ratios = [r for _, _, bars in blocks for _, r, _ in bars]
     ticks_all = [m * 10**e for e in range(-3, 4) for m in (1, 2, 5)]
     lo = max([t for t in ticks_all if t <= min(min(ratios), 1) * 0.95] or [ticks_all[0]])
     hi = min([t for t in ticks_all if t >= max(max(ratios), 1) * 1.05] or [ticks_all[-1]])
     ticks = [t for t in ticks_all if lo <= t <= hi]
 
-    names = [n for n in contender_order if any(n == b[0] for _, bars in blocks for b in bars)]
-    names += sorted({b[0] for _, bars in blocks for b in bars} - set(names))
+    names = [n for n in contender_order if any(n == b[0] for _, _, bars in blocks for b in bars)]
+    names += sorted({b[0] for _, _, bars in blocks for b in bars} - set(names))
     colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
 
     width, label_w, right_pad = 1000, 330, 70
     x0, x1 = label_w, width - right_pad
-    row_h, head_h, gap = 15, 20, 10
+    row_h, head_h, caption_h, gap = 15, 20, 15, 10
     top = 70
 
     def x(ratio):
         return x0 + (x1 - x0) * (math.log10(ratio) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
 
-    height = top + sum(head_h + row_h * len(bars) + gap for _, bars in blocks) + 40
+    height = top + sum(head_h + (caption_h if c else 0) + row_h * len(bars) + gap for _, c, bars in blocks) + 40
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         '<text x="10" y="22" font-size="15" font-weight="bold">Time per iteration, as a ratio to minitrace '
         "(this workspace): left of ×1 is faster, right is slower (log scale)</text>",
-        '<text x="10" y="40" fill="#555">Median CPU time of the whole process per iteration, the '
-        "library's flush included; ⚠: its sink did not receive every span (flattered).</text>",
+        '<text x="10" y="40" fill="#555">Medians per iteration, of the time that the line under each '
+        "group's title names. ⚠: its sink did not receive every span (flattered).</text>",
     ]
     bottom = height - 30
     for t in ticks:
@@ -373,9 +470,12 @@ def chart(results, groups, contender_order, losses):
         out.append(f'<text x="{tx:.1f}" y="{top - 12}" text-anchor="middle" fill="#555">{label}</text>')
         out.append(f'<text x="{tx:.1f}" y="{bottom + 14}" text-anchor="middle" fill="#555">{label}</text>')
     y = top
-    for title, bars in blocks:
+    for title, caption, bars in blocks:
         out.append(f'<text x="10" y="{y + 14}" font-weight="bold">{escape(title)}</text>')
         y += head_h
+        if caption:
+            out.append(f'<text x="10" y="{y + 10}" fill="#555">{escape(caption)}</text>')
+            y += caption_h
         for name, ratio, flagged in bars:
             bx0, bx1 = sorted((x(1), x(ratio)))
             label = escape(name + (" ⚠" if flagged else ""))
@@ -401,7 +501,12 @@ def main():
     parser.add_argument("--out-svg", default=os.path.join(REPO, "benchmarks.svg"))
     parser.add_argument("--since", type=float, help="ignore results older than this Unix time")
     parser.add_argument("--command", default="bash scripts/bench.sh", help="the command that ran the benches")
+    parser.add_argument("--commit", help="the commit the benches were built from (default: the tree's now)")
+    parser.add_argument("--print-commit", action="store_true", help="print the tree's commit and exit")
     args = parser.parse_args()
+    if args.print_commit:
+        print(commit())
+        return
 
     results, newest = read_results(args.criterion_dir, args.since)
     if not results:
@@ -422,18 +527,18 @@ def main():
         "Generated by `scripts/bench-report.py` from criterion's output; do not edit by hand.",
         "",
         f"- **Machine:** {machine()}",
+        f"- **Commit:** {args.commit or commit()}",
         f"- **Date:** {date}",
         f"- **Command:** `{args.command}`",
         "",
         "Every contender runs in the same process and the same run, on the same workloads in its own "
         "idiom (benches/contenders/), with a sink that does the same job: collect every finished span and "
         "hand it to a reporter or exporter that discards it. Each number is the median, over criterion's "
-        "samples, of the CPU time of the **whole process** (all threads, collector and export threads "
-        "included) per iteration, over batches that end with the library's flush, so collection work is "
-        "charged to the library that causes it wherever it runs. Three groups use wall time instead: the "
-        "no-reporter and clock groups, where nothing runs elsewhere, and the queue group, timed from the "
-        "producers' start until the consumer has drained every message. Ratios are to this workspace's row in the same group: "
-        "below ×1 is faster than this workspace, above is slower. Compare within one run only.",
+        "samples, of the time per iteration that the **Time** line under its group's heading names. "
+        "Where that is the CPU time of the whole process (all threads, collector and export threads "
+        "included) over batches that end with the library's flush, collection work is charged to the "
+        "library that causes it wherever it runs. Ratios are to the group's reference row (this "
+        "workspace's, where it has one): below ×1 is faster, above is slower. Compare within one run only.",
         "",
     ]
     if svg is not None:
@@ -444,11 +549,11 @@ def main():
         md.append("")
     for group in groups:
         lines, notes = group_table(group, results[group], contender_order, losses)
-        md += [f"## {group}", ""]
+        md += [f"## {group}", "", f"**Time:** {GROUP_MEASURES.get(group, UNKNOWN_MEASURE)}.", ""]
         if group in GROUP_NOTES:
             md += [GROUP_NOTES[group], ""]
         md += lines + [""]
-        for note in notes:
+        for note in findings(group, results[group], reference_of(group, results[group])) + notes:
             md += [note, ""]
     with open(args.out_md, "w", encoding="utf-8") as f:
         f.write("\n".join(md))

@@ -10,13 +10,17 @@
 # Timing per benchmark, in seconds: BENCH_WARM_UP (default 1) and
 # BENCH_MEASUREMENT (default 3); ~120 benchmarks, ~4.5 s each with
 # criterion's analysis. Extra arguments go to criterion (a filter regex).
-# Run it on an otherwise idle machine: every number is CPU time of the whole
+# Run it on an otherwise idle machine: most numbers are CPU time of the whole
 # process, and the 2-thread group needs both cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WARM_UP=${BENCH_WARM_UP:-1}
 MEASUREMENT=${BENCH_MEASUREMENT:-3}
+
+# The commit the benches are built from, read before the build: the tree may
+# change during a run.
+commit=$(python3 scripts/bench-report.py --print-commit)
 
 # Build first, so that the results' timestamps (--since) start after it.
 cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel
@@ -30,4 +34,4 @@ printf -v command_line '%q ' "${command[@]}"
 echo "bench.sh: ${command_line% }" >&2
 "${command[@]}"
 
-python3 scripts/bench-report.py --since "$start" --command "${command_line% }"
+python3 scripts/bench-report.py --since "$start" --command "${command_line% }" --commit "$commit"

@@ -15,7 +15,7 @@
 //! `benches/no_reporter.rs` runs them with no subscriber at all.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Instant;
 
 use minitrace_suite::{Step, Worker};
@@ -47,11 +47,36 @@ struct Started(Instant);
 /// Whether [`RecordClosed`] records: the contender being measured.
 pub static RECORDING: AtomicBool = AtomicBool::new(false);
 
-/// A layer that records each closed span (name, ids, timestamps) into a
-/// `Vec`, which the contender takes and discards at flush.
-pub struct RecordClosed {
-    closed: &'static Mutex<Vec<ClosedSpan>>,
+/// Every thread's buffer of closed spans, for the flush to take.
+static BUFFERS: Mutex<Vec<Arc<Mutex<Vec<ClosedSpan>>>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's buffer: a buffer per thread, as this workspace has a
+    /// ring per thread, so that its lock is contended only by a flush.
+    static BUFFER: Arc<Mutex<Vec<ClosedSpan>>> = {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        BUFFERS.lock().unwrap().push(buffer.clone());
+        buffer
+    };
 }
+
+/// Takes and drops every span recorded so far on any thread; returns how many.
+fn take_closed() -> usize {
+    let buffers = BUFFERS.lock().unwrap();
+    buffers
+        .iter()
+        .map(|buffer| {
+            let spans = std::mem::take(&mut *buffer.lock().unwrap());
+            let count = spans.len();
+            drop(criterion::black_box(spans));
+            count
+        })
+        .sum()
+}
+
+/// A layer that records each closed span (name, ids, timestamps) into the
+/// closing thread's buffer, which the contender takes and discards at flush.
+pub struct RecordClosed;
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RecordClosed {
     fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
@@ -77,20 +102,18 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RecordClosed {
             start,
             end,
         };
-        self.closed.lock().unwrap().push(record);
+        BUFFER.with(|buffer| buffer.lock().unwrap().push(record));
     }
 }
 
 /// Sets the global default subscriber, a `Registry` with [`RecordClosed`],
-/// once, and returns the layer's records.
-fn install() -> &'static Mutex<Vec<ClosedSpan>> {
-    static CLOSED: OnceLock<&'static Mutex<Vec<ClosedSpan>>> = OnceLock::new();
-    CLOSED.get_or_init(|| {
-        let closed = Box::leak(Box::new(Mutex::new(Vec::new())));
-        let subscriber = Registry::default().with(RecordClosed { closed });
+/// once.
+fn install() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let subscriber = Registry::default().with(RecordClosed);
         tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
-        closed
-    })
+    });
 }
 
 /// A root with `n` children, each entered (the current span) while it lives.
@@ -147,7 +170,6 @@ pub struct TracingContender {
     name: &'static str,
     sink: &'static str,
     recording: bool,
-    closed: &'static Mutex<Vec<ClosedSpan>>,
     delivered: Delivered,
 }
 
@@ -158,24 +180,25 @@ impl TracingContender {
     /// subscriber's close does: its memory grows by gigabytes within one
     /// benchmark. Here it is layered, with the layer off.)
     pub fn registry() -> TracingContender {
+        install();
         TracingContender {
             name: "tracing 0.1 + Registry",
             sink: "none: the Registry frees each span's data when it closes, on the thread that \
                    closes it (tracing's own bookkeeping, a baseline; the recording layer is off)",
             recording: false,
-            closed: install(),
             delivered: Delivered::new(),
         }
     }
 
     /// The `Registry` with [`RecordClosed`] on.
     pub fn recording() -> TracingContender {
+        install();
         TracingContender {
             name: "tracing 0.1 + Registry + recording layer",
-            sink: "a layer records each closed span (name, ids, start, end) into a Mutex<Vec> on \
-                   the thread that closes it; flush takes the Vec on the bench thread and drops it",
+            sink: "a layer records each closed span (name, ids, start, end) into a buffer of the \
+                   thread that closes it (a Mutex<Vec> per thread); flush takes every thread's Vec on \
+                   the bench thread and drops them",
             recording: true,
-            closed: install(),
             delivered: Delivered::new(),
         }
     }
@@ -196,9 +219,7 @@ impl Contender for TracingContender {
     }
     fn flush(&self) {
         if self.recording {
-            let spans = std::mem::take(&mut *self.closed.lock().unwrap());
-            self.delivered.add(spans.len());
-            drop(criterion::black_box(spans));
+            self.delivered.add(take_closed());
         }
     }
     fn delivered(&self) -> Option<u64> {

@@ -253,6 +253,6 @@ pub mod prelude {
     pub use crate::future::FutureExt as _;
     pub use crate::local::LocalSpan;
     pub use crate::span::Span;
-    pub use crate::{trace, trace_async};
     pub use crate::{file_location, full_name, func_name};
+    pub use crate::{trace, trace_async};
 }

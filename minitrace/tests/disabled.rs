@@ -28,6 +28,22 @@ pub extern "C" fn untraced(x: u64) -> u64 {
     x.wrapping_mul(3)
 }
 
+// The no-reporter bench's workload (`wide` of `traced_workloads!` in the
+// suite's src/lib.rs) and its "untraced" row, spelled the same way.
+#[no_mangle]
+pub extern "C" fn traced_wide(children: usize) {
+    let root = Span::root("root", SpanContext::random());
+    let _guard = root.set_local_parent();
+    for _ in 0..children {
+        let _span = LocalSpan::enter_with_local_parent("child");
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn untraced_wide(children: usize) {
+    for _ in 0..children {}
+}
+
 #[minitrace::trace(properties = { "x": "{x}" })]
 #[no_mangle]
 pub extern "C" fn traced_by_macro(x: u64) -> u64 {
@@ -97,4 +113,11 @@ fn tracing_without_enable_compiles_to_nothing() {
     for traced in ["traced", "traced_by_macro"] {
         assert_eq!(body(&asm, traced), untraced, "with `enable` off, `{traced}` must compile to `untraced`");
     }
+    let untraced_wide = body(&asm, "untraced_wide");
+    assert!(!untraced_wide.is_empty());
+    assert_eq!(
+        body(&asm, "traced_wide"),
+        untraced_wide,
+        "with `enable` off, `traced_wide` must compile to `untraced_wide`"
+    );
 }

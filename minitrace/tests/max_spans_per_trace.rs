@@ -26,8 +26,7 @@ fn spans_past_the_limit_are_dropped_and_orphans_reparented() {
     drop(root);
     minitrace::flush();
 
-    let records: Vec<_> =
-        spans.lock().iter().filter(|r| r.trace_id == context.trace_id).cloned().collect();
+    let records: Vec<_> = spans.lock().iter().filter(|r| r.trace_id == context.trace_id).cloned().collect();
     common::assert_linked(&records);
     let orphan = records.iter().find(|r| r.name == "under child").unwrap();
     let root = records.iter().find(|r| r.name == "root").unwrap();
