@@ -211,6 +211,7 @@ pub mod util;
 #[doc(hidden)]
 pub use macros::__private;
 
+pub use crate::collector::gate::{is_enabled, set_enabled};
 pub use crate::collector::global::{flush, set_reporter};
 pub use crate::event::Event;
 pub use crate::span::Span;

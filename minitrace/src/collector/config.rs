@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use crate::collector::gate;
+
 /// How the collector batches and filters traces; passed to
 /// [`set_reporter`](crate::set_reporter).
 ///
@@ -20,17 +22,20 @@ pub struct Config {
     pub(crate) report_interval: Duration,
     pub(crate) report_before_root_finish: bool,
     pub(crate) slow_trace_threshold: Option<Duration>,
+    /// The head-sampling bound (see `gate::bound_of_ratio`).
+    pub(crate) head_sampling: u64,
 }
 
 impl Default for Config {
     /// No span limit, a report every 10 ms, traces reported whole after
-    /// their root finishes, every trace reported.
+    /// their root finishes, every trace recorded and reported.
     fn default() -> Config {
         Config {
             max_spans_per_trace: None,
             report_interval: Duration::from_millis(10),
             report_before_root_finish: false,
             slow_trace_threshold: None,
+            head_sampling: gate::ALL,
         }
     }
 }
@@ -89,6 +94,25 @@ impl Config {
     /// ```
     pub fn report_slow_traces_only(self, threshold: Duration) -> Config {
         Config { slow_trace_threshold: Some(threshold), ..self }
+    }
+
+    /// Head sampling: only this share of new traces is recorded, decided
+    /// when the root starts, from its trace id, so that every service
+    /// sampling at the same ratio keeps the same traces (the rule of
+    /// OpenTelemetry's trace-id-ratio sampler: the id's low 64 bits, halved,
+    /// below `ratio` × 2⁶³). A root not sampled costs what one started with
+    /// recording [switched off](crate::set_enabled) costs, and so does
+    /// everything under it. `ratio` is clamped to 0..=1; NaN samples
+    /// nothing. To honour a caller's own decision, see
+    /// [`SpanContext::decode_w3c_traceparent_with_sampled`](crate::collector::SpanContext::decode_w3c_traceparent_with_sampled).
+    ///
+    /// ```
+    /// // Record one request in a hundred.
+    /// let config = minitrace::collector::Config::default().head_sampling(0.01);
+    /// # let _ = config;
+    /// ```
+    pub fn head_sampling(self, ratio: f64) -> Config {
+        Config { head_sampling: gate::bound_of_ratio(ratio), ..self }
     }
 
     /// Accepted for compatibility with earlier 0.6 releases; no effect.

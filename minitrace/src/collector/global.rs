@@ -7,7 +7,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant as StdInstant};
 
 use crate::collector::assemble::Collector;
-use crate::collector::{Config, Reporter};
+use crate::collector::{gate, Config, Reporter};
 use crate::util::lock;
 
 static REPORTER_SET: AtomicBool = AtomicBool::new(false);
@@ -82,6 +82,7 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
         }
     }
     REPORTER_SET.store(true, Ordering::Release);
+    gate::reporter_set(control.pending.as_ref().map_or(gate::ALL, |(_, config)| config.head_sampling));
     // Wait for the switch, so that spans finished after this call go to the
     // new reporter.
     if ON_COLLECTOR_THREAD.with(Cell::get) {

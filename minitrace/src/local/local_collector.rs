@@ -48,7 +48,8 @@ pub struct LocalSpans {
 }
 
 impl LocalCollector {
-    /// Starts collecting this thread's local spans.
+    /// Starts collecting this thread's local spans; a no-op while recording
+    /// is [switched off](crate::set_enabled).
     ///
     /// ```
     /// let collector = minitrace::local::LocalCollector::start();
@@ -56,7 +57,7 @@ impl LocalCollector {
     /// ```
     #[inline]
     pub fn start() -> LocalCollector {
-        if !crate::ENABLED {
+        if !crate::collector::gate::is_enabled() {
             return LocalCollector::default();
         }
         LocalCollector { epoch: recording(stack::push_line(None)), _not_send: PhantomData }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
-use crate::collector::{global, queue, stats, SpanContext};
+use crate::collector::{gate, global, queue, stats, SpanContext};
 use crate::local::raw_span::{Clock, RawSpan};
 use crate::local::stack;
 use crate::local::LocalSpans;
@@ -66,7 +66,9 @@ impl Span {
     /// Starts a trace. `parent` gives the trace id and, for a trace continued
     /// from another process, the remote parent's span id.
     ///
-    /// A no-op when no reporter is set (see [`set_reporter`](crate::set_reporter)).
+    /// A no-op when no reporter is set (see [`set_reporter`](crate::set_reporter)),
+    /// when recording is [switched off](crate::set_enabled), and when head
+    /// sampling leaves the trace out (see [`Config::head_sampling`](crate::collector::Config::head_sampling)).
     /// To honour a caller's decision not to sample, start [`Span::noop`]
     /// instead (see [`SpanContext::decode_w3c_traceparent_with_sampled`]).
     ///
@@ -79,8 +81,10 @@ impl Span {
         if !crate::ENABLED {
             return Span::noop();
         }
-        if !global::reporter_is_set() {
-            stats::count_root_without_reporter();
+        if !gate::admits(parent.trace_id) {
+            if gate::refused_for_want_of_a_reporter() {
+                stats::count_root_without_reporter();
+            }
             return Span::noop();
         }
         let target = Target::new(parent.trace_id, parent.span_id, global::next_collect_id());

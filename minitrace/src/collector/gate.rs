@@ -1,0 +1,138 @@
+//! Which new traces are recorded: the runtime switch ([`set_enabled`]), head
+//! sampling ([`Config::head_sampling`](crate::collector::Config::head_sampling))
+//! and whether a reporter is set, folded into one bound that a root checks
+//! with one relaxed load. Spans inside a trace never look at it, so a
+//! trace that began while recording was on finishes whole.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::collector::TraceId;
+use crate::util::lock;
+
+/// A root is recorded when its trace id's sampling key (see [`key`]) is
+/// below this; 0 records none.
+static ROOT_BOUND: AtomicU64 = AtomicU64::new(0);
+/// What [`ROOT_BOUND`] is made from, changed only under this lock.
+static SETTINGS: Mutex<Settings> = Mutex::new(Settings { enabled: true, reporter_set: false, sampling: ALL });
+/// Mirrors `SETTINGS.enabled`, for [`is_enabled`] without the lock.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// The bound of a ratio of 1: every key is below it.
+pub(crate) const ALL: u64 = 1 << 63;
+
+struct Settings {
+    enabled: bool,
+    reporter_set: bool,
+    sampling: u64,
+}
+
+impl Settings {
+    fn publish(&self) {
+        let bound = if self.enabled && self.reporter_set { self.sampling } else { 0 };
+        ENABLED.store(self.enabled, Ordering::Relaxed);
+        ROOT_BOUND.store(bound, Ordering::Relaxed);
+    }
+}
+
+/// The part of a trace id that head sampling compares with the ratio: its
+/// low 64 bits (the last 16 hex digits of a `traceparent`), halved, as the
+/// OpenTelemetry SDKs' trace-id-ratio sampler does, so that services that
+/// sample the same trace id at the same ratio agree.
+#[inline]
+fn key(trace_id: TraceId) -> u64 {
+    (trace_id.0 as u64) >> 1
+}
+
+/// The bound that records `ratio` of the trace ids: clamped to 0..=1; NaN
+/// records none.
+pub(crate) fn bound_of_ratio(ratio: f64) -> u64 {
+    if ratio.is_nan() || ratio <= 0.0 {
+        0
+    } else if ratio >= 1.0 {
+        ALL
+    } else {
+        (ratio * ALL as f64) as u64
+    }
+}
+
+/// Whether a new root of `trace_id` is recorded.
+#[inline(always)]
+pub(crate) fn admits(trace_id: TraceId) -> bool {
+    key(trace_id) < ROOT_BOUND.load(Ordering::Relaxed)
+}
+
+/// Why a root was not admitted: `true` when only because no reporter is
+/// set (head sampling needs one set to leave a trace out).
+#[inline]
+pub(crate) fn refused_for_want_of_a_reporter() -> bool {
+    !crate::collector::global::reporter_is_set() && is_enabled()
+}
+
+/// A reporter is set, with this head-sampling bound.
+pub(crate) fn reporter_set(sampling: u64) {
+    let mut settings = lock(&SETTINGS);
+    settings.reporter_set = true;
+    settings.sampling = sampling;
+    settings.publish();
+}
+
+/// Switches recording of new traces on or off, at any time, from any
+/// thread. Off, [`Span::root`](crate::Span::root) and
+/// [`LocalCollector::start`](crate::local::LocalCollector::start) are
+/// no-ops (a relaxed load each), and so is everything under them; a trace
+/// begun while on finishes whole and is reported as usual. On by default.
+/// Without the `enable` feature it does nothing.
+///
+/// ```
+/// minitrace::set_enabled(false);
+/// assert!(!minitrace::is_enabled());
+/// minitrace::set_enabled(true);
+/// ```
+pub fn set_enabled(enabled: bool) {
+    let mut settings = lock(&SETTINGS);
+    settings.enabled = enabled;
+    settings.publish();
+}
+
+/// Whether new traces are recorded (see [`set_enabled`]); `false` without
+/// the `enable` feature.
+///
+/// ```
+/// # #[cfg(feature = "enable")]
+/// assert!(minitrace::is_enabled());
+/// ```
+#[inline]
+pub fn is_enabled() -> bool {
+    crate::ENABLED && ENABLED.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_bound_the_low_half_of_the_trace_id() {
+        assert_eq!(bound_of_ratio(1.0), ALL);
+        assert_eq!(bound_of_ratio(2.0), ALL);
+        assert_eq!(bound_of_ratio(0.0), 0);
+        assert_eq!(bound_of_ratio(-1.0), 0);
+        assert_eq!(bound_of_ratio(f64::NAN), 0);
+        assert_eq!(bound_of_ratio(0.5), 1 << 62);
+        // Every id is under the bound of 1, none under 0; the high half of
+        // the id is not looked at.
+        for id in [0, 1, u64::MAX as u128, u128::MAX, (u64::MAX as u128) << 64] {
+            assert!(key(TraceId(id)) < ALL);
+        }
+        assert_eq!(key(TraceId(0xffff_0000_0000_0000_0000_0000_0000_0002)), 1);
+    }
+
+    #[test]
+    fn half_the_ids_are_kept_at_a_half() {
+        let bound = bound_of_ratio(0.5);
+        let kept = (0..10_000u64)
+            .filter(|&n| key(TraceId((n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as u128)) < bound)
+            .count();
+        assert!((4_500..5_500).contains(&kept), "{kept}");
+    }
+}
