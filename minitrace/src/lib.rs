@@ -181,7 +181,7 @@
 //! | local span (`LocalSpan`, `#[trace]` on a sync fn) | two clock reads of the cheaper, unordered kind (`RDTSC` where the TSC is usable; see `minstant::Instant::now_unordered`) and a push into the thread's recycled span buffer; no lock, no atomic |
 //! | local parent guard dropped | one push of the whole batch of local spans into the thread's queue |
 //! | `Span` (`#[trace]` on an async fn, `in_span`) | a cheap clock read at the start and an ordered one (`RDTSCP`) at the end, which may be on another thread (a root ending on the thread that started it takes the cheap one again, ordered only with its thread's other cheap reads: a thread-safe child or an event that ended just before the root, on any thread, may appear to end up to a fraction of a microsecond after it), then one push into the ending thread's queue; no allocation |
-//! | property | running the closure, and a small vector on the first property of a span (`&'static str` keys and values are not copied) |
+//! | property | running the closure, and on a span's first property a small vector (a local span keeps it in a box too, to stay one cache line); `&'static str` keys and values are not copied |
 //! | span without a local parent | a thread-local read; nothing is recorded |
 //! | root span before `set_reporter` | a relaxed atomic load and a counter increment; nothing is recorded |
 //! | anything, without the `enable` feature | nothing: every call compiles to a no-op |

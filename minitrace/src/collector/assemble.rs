@@ -11,7 +11,7 @@
 //! moves its records to a vector of its own until then.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant as StdInstant};
 
@@ -67,6 +67,17 @@ pub(crate) struct Collector {
     /// Records of finished traces (and late spans of reported ones), then
     /// the staged trace's.
     outbox: Vec<SpanRecord>,
+    /// Lossy traces closed in this cycle and in the one before: a part of
+    /// theirs that ended before the root, on another thread, may be filed
+    /// after it, and be an orphan too.
+    lossy: HashMap<u64, LossyTrace, BuildIdHasher>,
+    lossy_before: HashMap<u64, LossyTrace, BuildIdHasher>,
+}
+
+/// A lossy trace, reported: its root, and the ids of its records so far.
+struct LossyTrace {
+    root: SpanId,
+    ids: HashSet<SpanId, BuildIdHasher>,
 }
 
 struct Staged {
@@ -172,6 +183,8 @@ impl Collector {
             anchor: Anchor::new(),
             emptied: Vec::new(),
             outbox: Vec::new(),
+            lossy: HashMap::default(),
+            lossy_before: HashMap::default(),
         }
     }
 
@@ -189,6 +202,8 @@ impl Collector {
     pub(crate) fn cycle(&mut self) {
         self.anchor = Anchor::new();
         self.now = StdInstant::now();
+        std::mem::swap(&mut self.lossy, &mut self.lossy_before);
+        self.lossy.clear();
         // Every message is filed as it is read, while its bytes are still in
         // cache. A root completes its trace at once: a child still queued
         // on another thread's ring arrives after it, and is reported as a
@@ -310,6 +325,7 @@ impl Collector {
                 let (first, mut events) = (self.outbox.len(), Vec::new());
                 convert(part, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
                 attach_events(&mut self.outbox[first..], events);
+                self.reparent_late(collect_id, first);
             }
             Some(Fate::Discarded) => {
                 stats::count_sampled_out(spans);
@@ -391,9 +407,34 @@ impl Collector {
     ) {
         attach_events(&mut self.outbox[first..], events);
         if lossy {
-            reparent_orphans(&mut self.outbox[first..]);
+            let records = &mut self.outbox[first..];
+            reparent_orphans(records);
+            let root = records.last().map_or(SpanId(0), |root| root.span_id);
+            let ids = records.iter().map(|record| record.span_id).collect();
+            self.lossy.insert(collect_id, LossyTrace { root, ids });
         }
         self.finished.insert(collect_id, Fate::Reported, self.now);
+    }
+
+    /// A late part of a lossy trace, from `first` to the end of the outbox:
+    /// records whose parent is neither among the trace's records so far
+    /// nor the part's own are re-parented to the root, as at the close.
+    fn reparent_late(&mut self, collect_id: u64, first: usize) {
+        if self.lossy.is_empty() && self.lossy_before.is_empty() {
+            return;
+        }
+        let trace = match self.lossy.get_mut(&collect_id) {
+            Some(trace) => trace,
+            None => match self.lossy_before.get_mut(&collect_id) {
+                Some(trace) => trace,
+                None => return,
+            },
+        };
+        let late = &mut self.outbox[first..];
+        trace.ids.extend(late.iter().map(|record| record.span_id));
+        for record in late.iter_mut().filter(|record| !trace.ids.contains(&record.parent_id)) {
+            reparent(record, trace.root);
+        }
     }
 
     /// Reports the spans of traces open too long; they are then treated as
@@ -720,12 +761,17 @@ fn owns_nothing(record: &SpanRecord) -> bool {
 /// root, the last record, as parent, and says so in a property.
 fn reparent_orphans(records: &mut [SpanRecord]) {
     let Some((root, children)) = records.split_last_mut() else { return };
-    let ids: std::collections::HashSet<SpanId, BuildIdHasher> =
+    let ids: HashSet<SpanId, BuildIdHasher> =
         children.iter().map(|r| r.span_id).chain([root.span_id]).collect();
     for child in children.iter_mut().filter(|child| !ids.contains(&child.parent_id)) {
-        child.parent_id = root.span_id;
-        child.properties.push(("minitrace.reparented".into(), "parent span was dropped".into()));
+        reparent(child, root.span_id);
     }
+}
+
+/// Gives an orphan the root as parent, and says so in a property.
+fn reparent(record: &mut SpanRecord, root: SpanId) {
+    record.parent_id = root;
+    record.properties.push(("minitrace.reparented".into(), "parent span was dropped".into()));
 }
 
 /// Attaches events to their spans among `records`; the others go to the

@@ -328,7 +328,7 @@ fn paired_sample(cpu: usize) -> Option<Sample> {
     let mut best: Option<(u64, Sample)> = None;
     for _ in 0..32 {
         let (before, on_before) = tsc::read();
-        let mono_nanos = monotonic::now_nanos();
+        let mono_nanos = monotonic::precise_nanos();
         let (after, on_after) = tsc::read();
         if on_before != cpu || on_after != cpu || after < before {
             continue;

@@ -80,7 +80,7 @@ impl TscClock {
     #[cold]
     #[inline(never)]
     fn now_on_unknown_cpu(&self) -> u64 {
-        let since_base = i128::from(monotonic::now_nanos()) - i128::from(self.base_mono_nanos);
+        let since_base = i128::from(monotonic::precise_nanos()) - i128::from(self.base_mono_nanos);
         let ticks = i128::from(self.base_ticks) + (since_base as f64 * self.ticks_per_nano) as i128;
         ticks.clamp(0, i128::from(u64::MAX)) as u64
     }
