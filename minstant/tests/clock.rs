@@ -214,7 +214,7 @@ fn child_checks() {
     assert_eq!(count_causality_violations(Duration::from_millis(300)), 0);
     let window = Duration::from_millis(100);
     let drifts: Vec<f64> = (0..3).map(|_| drift_ppm(window)).collect();
-    let allowed = 100.0 + fallback_resolution_ppm(&info, window);
+    let allowed = 100.0 + fallback_resolution_ppm(info, window);
     assert!(drifts.iter().filter(|ppm| ppm.abs() <= allowed).count() >= 2, "{drifts:?}, allowed {allowed}");
 }
 

@@ -1,13 +1,18 @@
-//! Which new traces are recorded: the runtime switch ([`set_enabled`]), head
-//! sampling ([`Config::head_sampling`](crate::collector::Config::head_sampling))
-//! and whether a reporter is set, folded into one bound that a root checks
-//! with one relaxed load. Spans inside a trace never look at it, so a
-//! trace that began while recording was on finishes whole.
+//! What the traced threads decide from the configuration, each with one
+//! relaxed load. Which new traces are recorded: the runtime switch
+//! ([`set_enabled`]), head sampling ([`Config::head_sampling`](crate::collector::Config::head_sampling))
+//! and whether a reporter is set, folded into one bound that a root checks.
+//! Spans inside a trace never look at it, so a trace that began while
+//! recording was on finishes whole. And how an ended root's trace is judged
+//! on its own thread: the latency threshold, and whether local spans may
+//! wait there for it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::collector::TraceId;
+use std::time::Duration;
+
+use crate::collector::{Config, TraceId};
 use crate::util::lock;
 
 /// A root is recorded when its trace id's sampling key (see [`key`]) is
@@ -69,12 +74,35 @@ pub(crate) fn refused_for_want_of_a_reporter() -> bool {
     !crate::collector::global::reporter_is_set() && is_enabled()
 }
 
-/// A reporter is set, with this head-sampling bound.
-pub(crate) fn reporter_set(sampling: u64) {
+/// A reporter is set, with this configuration.
+pub(crate) fn reporter_set(config: &Config) {
     let mut settings = lock(&SETTINGS);
     settings.reporter_set = true;
-    settings.sampling = sampling;
+    settings.sampling = config.head_sampling;
     settings.publish();
+    let threshold = config
+        .slow_trace_threshold
+        .map_or(0, |threshold| threshold.as_nanos().clamp(1, u64::MAX.into()) as u64);
+    SLOW_THRESHOLD_NANOS.store(threshold, Ordering::Relaxed);
+    // Spans reported before their root ends cannot wait for it.
+    PARKING.store(!config.report_before_root_finish, Ordering::Relaxed);
+}
+
+/// A root shorter than this is thrown away (0: none is).
+static SLOW_THRESHOLD_NANOS: AtomicU64 = AtomicU64::new(0);
+static PARKING: AtomicBool = AtomicBool::new(true);
+
+/// Whether a root that lasted `duration` is reported.
+#[inline]
+pub(crate) fn slow_enough(duration: Duration) -> bool {
+    let threshold = SLOW_THRESHOLD_NANOS.load(Ordering::Relaxed);
+    threshold == 0 || duration >= Duration::from_nanos(threshold)
+}
+
+/// Whether local spans may wait on their thread for their root's end.
+#[inline]
+pub(crate) fn parking() -> bool {
+    PARKING.load(Ordering::Relaxed)
 }
 
 /// Switches recording of new traces on or off, at any time, from any

@@ -7,7 +7,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant as StdInstant};
 
 use crate::collector::assemble::Collector;
-use crate::collector::{gate, Config, Reporter};
+use crate::collector::{escape, gate, Config, Reporter};
 use crate::util::lock;
 
 static REPORTER_SET: AtomicBool = AtomicBool::new(false);
@@ -82,7 +82,9 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
         }
     }
     REPORTER_SET.store(true, Ordering::Release);
-    gate::reporter_set(control.pending.as_ref().map_or(gate::ALL, |(_, config)| config.head_sampling));
+    if let Some((_, config)) = &control.pending {
+        gate::reporter_set(config);
+    }
     // Wait for the switch, so that spans finished after this call go to the
     // new reporter.
     if ON_COLLECTOR_THREAD.with(Cell::get) {
@@ -109,6 +111,7 @@ pub fn flush() {
     if !crate::ENABLED || !reporter_is_set() || ON_COLLECTOR_THREAD.with(Cell::get) {
         return;
     }
+    crate::local::parked::send_waiting();
     wait_for_cycle(lock(&CONTROL));
 }
 
@@ -195,6 +198,7 @@ pub(crate) fn next_collect_id() -> u64 {
         let (mut next, end) = cell.get();
         if next == end {
             let (first, end) = block_ids(NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed));
+            escape::clear_block(first);
             next = first;
             cell.set((next + 1, end));
         } else {

@@ -31,6 +31,7 @@
 pub(crate) mod assemble;
 mod config;
 mod context;
+pub(crate) mod escape;
 pub(crate) mod gate;
 pub(crate) mod global;
 mod id;

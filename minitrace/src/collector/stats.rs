@@ -3,6 +3,9 @@
 //! (sampled out), or counted under the bound that dropped it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::util::lock;
 
 static REPORTED: AtomicU64 = AtomicU64::new(0);
 static SAMPLED_OUT: AtomicU64 = AtomicU64::new(0);
@@ -60,9 +63,14 @@ impl Stats {
 /// ```
 pub fn stats() -> Stats {
     let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let sampled_out = {
+        // Under the lock a thread folds its own count in at exit: counted once.
+        let threads = lock(&THREADS_SAMPLED_OUT);
+        read(&SAMPLED_OUT) + threads.iter().map(|counter| read(counter)).sum::<u64>()
+    };
     Stats {
         spans_reported: read(&REPORTED),
-        spans_sampled_out: read(&SAMPLED_OUT),
+        spans_sampled_out: sampled_out,
         roots_without_reporter: read(&NO_REPORTER),
         dropped_queue_full: read(&QUEUE_FULL),
         dropped_trace_too_large: read(&TRACE_TOO_LARGE),
@@ -89,6 +97,39 @@ pub(crate) fn count_reported(spans: usize) {
 
 pub(crate) fn count_sampled_out(spans: usize) {
     SAMPLED_OUT.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+/// Spans of traces thrown away on the thread where they ended: counted in
+/// a counter of that thread's, which only it writes (no read-modify-write,
+/// no cache line another thread writes), summed by [`stats`].
+#[inline]
+pub(crate) fn count_sampled_out_here(spans: usize) {
+    let _ = SAMPLED_OUT_HERE.try_with(|counter| {
+        let counter = &counter.0;
+        counter.store(counter.load(Ordering::Relaxed) + spans as u64, Ordering::Relaxed);
+    });
+}
+
+/// Every live thread's own count of spans thrown away there.
+static THREADS_SAMPLED_OUT: Mutex<Vec<Arc<AtomicU64>>> = Mutex::new(Vec::new());
+
+struct ThreadCounter(Arc<AtomicU64>);
+
+thread_local! {
+    static SAMPLED_OUT_HERE: ThreadCounter = {
+        let counter = Arc::new(AtomicU64::new(0));
+        lock(&THREADS_SAMPLED_OUT).push(counter.clone());
+        ThreadCounter(counter)
+    };
+}
+
+impl Drop for ThreadCounter {
+    /// The thread exits: its count moves to the shared one.
+    fn drop(&mut self) {
+        let mut threads = lock(&THREADS_SAMPLED_OUT);
+        SAMPLED_OUT.fetch_add(self.0.load(Ordering::Relaxed), Ordering::Relaxed);
+        threads.retain(|counter| !Arc::ptr_eq(counter, &self.0));
+    }
 }
 
 pub(crate) fn count_root_without_reporter() {

@@ -60,7 +60,7 @@ impl LocalCollector {
         if !crate::collector::gate::is_enabled() {
             return LocalCollector::default();
         }
-        LocalCollector { epoch: recording(stack::push_line(None)), _not_send: PhantomData }
+        LocalCollector { epoch: recording(stack::push_line(None, false)), _not_send: PhantomData }
     }
 
     /// Stops collecting and returns the spans; spans still open are closed now.

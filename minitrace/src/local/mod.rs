@@ -25,6 +25,7 @@
 
 mod local_collector;
 mod local_span;
+pub(crate) mod parked;
 pub(crate) mod raw_span;
 pub(crate) mod span_queue;
 pub(crate) mod stack;

@@ -11,7 +11,8 @@ use std::num::NonZeroU64;
 use crate::collector::message::{Batch, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::Targets;
-use crate::collector::{queue, SpanContext};
+use crate::collector::{escape, gate, global, queue, SpanContext};
+use crate::local::parked;
 use crate::local::raw_span::{RawSpan, LINE_PARENT};
 use crate::local::span_queue::{SpanQueue, MAX_SPANS_PER_QUEUE};
 use crate::util::{span_buffers, thread_exit};
@@ -21,6 +22,9 @@ pub(crate) struct SpanLine {
     queue: SpanQueue,
     /// Where the line's spans are reported; `None` for a `LocalCollector`.
     targets: Option<Targets>,
+    /// Whether its spans may wait for their root's end on this thread: the
+    /// line of a root itself (a child span's line goes on as it always did).
+    parks: bool,
 }
 
 impl SpanLine {
@@ -30,7 +34,17 @@ impl SpanLine {
     fn submit(&mut self) {
         let (spans, count) = self.queue.take_all();
         match self.targets.take() {
+            // Under a root of this thread: waits there for the root's end.
+            Some(Targets::One(target))
+                if self.parks
+                    && !spans.is_empty()
+                    && gate::parking()
+                    && global::is_from_this_thread(target.collect_id) =>
+            {
+                parked::park(target, spans, count);
+            }
             Some(targets) if !spans.is_empty() => {
+                escape::mark_targets(&targets);
                 let events = count < spans.len();
                 let batch = Batch::Local { spans, events };
                 queue::submit_with(count, || Message::new(batch, targets, Role::Child, count));
@@ -106,11 +120,11 @@ fn with_stack<R>(f: impl FnOnce(&mut LocalStack) -> R) -> Option<R> {
     STACK.try_with(|stack| stack.try_borrow_mut().ok().map(|mut stack| f(&mut stack))).ok().flatten()
 }
 
-/// Opens a line; returns its epoch, the key to close it with. `None` once
+/// Opens a line (`parks`: see [`SpanLine::parks`]); returns its epoch, the key to close it with. `None` once
 /// the thread's exit has closed its lines: a line opened later could never
 /// be closed for it.
 #[inline]
-pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
+pub(crate) fn push_line(targets: Option<Targets>, parks: bool) -> Option<u64> {
     with_stack(|stack| {
         match stack.exit {
             ExitHook::Armed => {}
@@ -120,7 +134,7 @@ pub(crate) fn push_line(targets: Option<Targets>) -> Option<u64> {
         let epoch = stack.next_epoch;
         stack.next_epoch = epoch_after(epoch);
         let queue = SpanQueue::new();
-        stack.lines.push(SpanLine { epoch, queue, targets });
+        stack.lines.push(SpanLine { epoch, queue, targets, parks });
         Some(epoch)
     })
     .flatten()
@@ -259,6 +273,19 @@ pub(crate) fn close_all_lines() {
     for mut line in lines {
         line.submit();
     }
+}
+
+/// Whether a line of `collect_id`'s trace is open on this thread: its
+/// spans will be sent when its guard drops, after the root's end.
+pub(crate) fn has_line_of(collect_id: u64) -> bool {
+    with_stack(|stack| {
+        stack.lines.iter().any(|line| {
+            line.targets.as_ref().is_some_and(|targets| {
+                targets.as_slice().iter().any(|target| target.collect_id == collect_id)
+            })
+        })
+    })
+    .unwrap_or(false)
 }
 
 /// Whether the thread has a local parent (a guard's span or a collector).

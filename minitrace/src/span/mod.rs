@@ -1,3 +1,4 @@
+mod fate;
 mod state;
 
 use std::borrow::Cow;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
 use crate::collector::record::Property;
 use crate::collector::target::{Target, Targets};
-use crate::collector::{gate, global, queue, stats, SpanContext};
+use crate::collector::{escape, gate, global, queue, stats, SpanContext};
 use crate::local::raw_span::{Clock, RawSpan};
 use crate::local::stack;
 use crate::local::LocalSpans;
@@ -168,7 +169,14 @@ impl Span {
     #[inline]
     pub fn set_local_parent(&self) -> LocalParentGuard {
         let epoch = match self.inner.as_ref() {
-            Some(inner) if crate::ENABLED => stack::push_line(Some(inner.child_targets())),
+            Some(inner) if crate::ENABLED => {
+                let targets = inner.child_targets();
+                // Its spans are sent from here, possibly after the root's end.
+                if !global::is_from_this_thread(targets.first().collect_id) {
+                    escape::mark_targets(&targets);
+                }
+                stack::push_line(Some(targets), inner.role() != Role::Child)
+            }
             _ => None,
         };
         LocalParentGuard { epoch: recording(epoch), _not_send: PhantomData }
@@ -261,6 +269,7 @@ impl Span {
             return;
         }
         let targets = inner.child_targets();
+        escape::mark_targets(&targets);
         queue::submit(Message::new(
             Batch::Shared { spans, ids: IdMap::PerParent },
             targets,
@@ -332,6 +341,10 @@ impl Span {
         // The cheap read is enough for the start: read early, it only lengthens
         // the span. The end is an ordered read, unless it is a root's on its
         // own thread (see `SpanState::end_clock`).
+        if role == Role::Child {
+            // It may end anywhere: its root must tell the collector its fate.
+            escape::mark_targets(&targets);
+        }
         let state = SpanState::new(name.into(), targets, role, Clock::SameThread.now());
         Span { inner: recording(Some(state)) }
     }
@@ -341,6 +354,9 @@ impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
+            if fate::ends_here(&inner) {
+                return fate::end_root_here(inner);
+            }
             let (spans, end) = (inner.target_count(), inner.end_clock().now());
             queue::submit_with(spans, || Message::Ended(EndedSpan { state: inner, end }));
         }

@@ -109,6 +109,10 @@ impl SpanState {
         self.begin
     }
 
+    pub(crate) fn collect_id(&self) -> u64 {
+        self.collect_id.into()
+    }
+
     pub(crate) fn role(&self) -> Role {
         self.role
     }

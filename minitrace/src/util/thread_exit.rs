@@ -3,10 +3,11 @@
 //! hot path reaches them as plain thread-local accesses, with no check that
 //! the thread is still alive. This one thread-local has the destructor for
 //! both, and runs their closing in order: local spans still open are closed
-//! and sent into the ring, then the ring is closed.
+//! and sent into the ring, so are those waiting for their root, then the
+//! ring is closed.
 
 use crate::collector::queue;
-use crate::local::stack;
+use crate::local::{parked, stack};
 
 thread_local! {
     static AT_EXIT: AtExit = const { AtExit };
@@ -17,6 +18,7 @@ struct AtExit;
 impl Drop for AtExit {
     fn drop(&mut self) {
         stack::close_all_lines();
+        parked::send_waiting();
         queue::close_ring();
     }
 }

@@ -1,0 +1,51 @@
+//! A root's end on the thread that started it: its trace's fate is decided
+//! there. Kept (reported), it goes to the collector with the local spans
+//! that waited for it (see `local::parked`). Thrown away (cancelled, or
+//! faster than `report_slow_traces_only`'s threshold), it is reset where it
+//! lies: its buffers go back to the thread's pool and its spans are counted
+//! in the thread's own counter; no message, no shared write. Only a trace
+//! with parts that may already be on their way to the collector (see
+//! `collector::escape`) sends its root, marked cancelled, so the collector
+//! throws those away too.
+
+use crate::collector::message::{EndedSpan, Message, Role};
+use crate::collector::{escape, gate, queue, stats};
+use crate::local::raw_span::Clock;
+use crate::local::{parked, stack};
+use crate::span::SpanState;
+use crate::util::span_buffers;
+
+/// Ends `root`, a root (cancelled or not) started on this thread.
+#[inline]
+pub(crate) fn end_root_here(mut root: SpanState) {
+    let end = Clock::SameThread.now();
+    let collect_id = root.collect_id();
+    let waiting = parked::take(collect_id);
+    if root.role() == Role::Root && gate::slow_enough(end.saturating_duration_since(root.begin())) {
+        if let Some(waiting) = waiting {
+            queue::submit(waiting.into_message());
+        }
+        queue::submit_with(1, || Message::Ended(EndedSpan { state: root, end }));
+        return;
+    }
+    let mut thrown_away = 0;
+    if let Some(waiting) = waiting {
+        thrown_away += waiting.count;
+        span_buffers::give_back_locally(waiting.spans);
+    }
+    if escape::is_marked(collect_id) || stack::has_line_of(collect_id) {
+        // The collector counts the root, and whatever else it gets of the trace.
+        root.set_role(Role::CancelledRoot);
+        queue::submit_with(1, || Message::Ended(EndedSpan { state: root, end }));
+    } else {
+        thrown_away += 1;
+        drop(root);
+    }
+    stats::count_sampled_out_here(thrown_away);
+}
+
+/// Whether `root`'s end is decided here (see [`end_root_here`]).
+#[inline]
+pub(crate) fn ends_here(state: &SpanState) -> bool {
+    state.role() != Role::Child && crate::collector::global::is_from_this_thread(state.collect_id())
+}
