@@ -1,0 +1,299 @@
+//! What a request costs by its trace's fate: 1 root + 9 local spans, kept
+//! (reported), thrown away by the latency threshold or by `cancel()`, left
+//! out by head sampling, or begun with recording switched off at run time;
+//! beside the same request untraced, the clock floor (the 20 clock reads
+//! alone), fastrace 0.7 reporting it and cancelling its root (its way to
+//! throw a trace away), and tokio `tracing` with a bare `Registry`.
+//!
+//! Each row runs with 1 and with 2 producer threads at once (long-lived,
+//! as a server's workers are), with steps of ~33 ns between the spans and
+//! flat out. Every measurement is the CPU time of the whole process over a
+//! batch that ends with the library's flush, divided by the producers, so
+//! that rows of 1 and 2 producers compare per request. Our spans dropped at
+//! a full queue are printed per row at the end (the fates are counted
+//! apart: a trace thrown away is no loss).
+//!
+//! `cargo bench --bench fates`; its own process, as each of our rows sets
+//! its own configuration.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use minitrace_suite::{process_cpu_time, Step};
+
+const CHILDREN: usize = 9;
+
+/// The ~33 ns step (`None`: flat out, no work between spans).
+fn step_of(paced: bool) -> Option<Step> {
+    paced.then_some(Step { iterations: 30, chained: true })
+}
+
+#[inline(always)]
+fn work(step: Option<Step>, previous: u64) -> u64 {
+    step.map_or(previous, |step| step.run(previous))
+}
+
+/// Spans our reporter received.
+static DELIVERED: AtomicU64 = AtomicU64::new(0);
+
+struct Discard;
+
+impl minitrace::collector::Reporter for Discard {
+    fn report(&mut self, spans: &[minitrace::collector::SpanRecord]) {
+        DELIVERED.fetch_add(spans.len() as u64, Ordering::Relaxed);
+        criterion::black_box(spans);
+    }
+}
+
+impl fastrace::collector::Reporter for Discard {
+    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
+        criterion::black_box(spans);
+    }
+}
+
+/// A row: how to set the library up, and one request.
+#[derive(Clone, Copy)]
+struct Row {
+    name: &'static str,
+    setup: fn(),
+    request: fn(Option<Step>) -> u64,
+    flush: fn(),
+}
+
+fn nothing() {}
+
+fn untraced(step: Option<Step>) -> u64 {
+    let last = (0..CHILDREN).fold(0, |previous, _| work(step, previous));
+    criterion::black_box(last)
+}
+
+fn clock_floor(step: Option<Step>) -> u64 {
+    let root = minstant::Instant::now_unordered();
+    let last = (0..CHILDREN).fold(0, |previous, _| {
+        let start = minstant::Instant::now_unordered();
+        let result = work(step, previous);
+        criterion::black_box((start, minstant::Instant::now_unordered()));
+        result
+    });
+    criterion::black_box((root, minstant::Instant::now_unordered()));
+    last
+}
+
+/// Our request: a root, its local parent guard, 9 local spans.
+#[inline(always)]
+fn ours_with(step: Option<Step>, cancel: bool) -> u64 {
+    use minitrace::prelude::*;
+    let mut root = Span::root("request", SpanContext::random());
+    let last = {
+        let _guard = root.set_local_parent();
+        (0..CHILDREN).fold(0, |previous, _| {
+            let _span = LocalSpan::enter_with_local_parent("step");
+            work(step, previous)
+        })
+    };
+    if cancel {
+        root.cancel();
+    }
+    criterion::black_box(last)
+}
+
+fn ours(step: Option<Step>) -> u64 {
+    ours_with(step, false)
+}
+
+fn ours_cancelled(step: Option<Step>) -> u64 {
+    ours_with(step, true)
+}
+
+fn configure_ours(config: minitrace::collector::Config) {
+    minitrace::set_enabled(true);
+    minitrace::set_reporter(Discard, config);
+}
+
+#[inline(always)]
+fn fastrace_with(step: Option<Step>, cancel: bool) -> u64 {
+    use fastrace::prelude::*;
+    let root = Span::root("request", SpanContext::random());
+    let last = {
+        let _guard = root.set_local_parent();
+        (0..CHILDREN).fold(0, |previous, _| {
+            let _span = LocalSpan::enter_with_local_parent("step");
+            work(step, previous)
+        })
+    };
+    if cancel {
+        root.cancel();
+    }
+    criterion::black_box(last)
+}
+
+fn tracing_registry(step: Option<Step>) -> u64 {
+    let root = tracing::info_span!("request").entered();
+    let last = (0..CHILDREN).fold(0, |previous, _| {
+        let _span = tracing::info_span!("step").entered();
+        work(step, previous)
+    });
+    drop(root);
+    criterion::black_box(last)
+}
+
+fn rows() -> [Row; 10] {
+    [
+        Row { name: "untraced", setup: nothing, request: untraced, flush: nothing },
+        Row { name: "clock floor (20 clock reads)", setup: nothing, request: clock_floor, flush: nothing },
+        Row {
+            name: "minitrace (this workspace), reporting all",
+            setup: || configure_ours(minitrace::collector::Config::default()),
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), thrown away by threshold",
+            setup: || {
+                configure_ours(
+                    minitrace::collector::Config::default().report_slow_traces_only(Duration::from_secs(1)),
+                )
+            },
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), thrown away by cancel()",
+            setup: || configure_ours(minitrace::collector::Config::default()),
+            request: ours_cancelled,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), unsampled",
+            setup: || configure_ours(minitrace::collector::Config::default().head_sampling(0.0)),
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), switched off at run time",
+            setup: || {
+                configure_ours(minitrace::collector::Config::default());
+                minitrace::set_enabled(false);
+            },
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "fastrace 0.7, reporting all",
+            setup: nothing,
+            request: |step| fastrace_with(step, false),
+            flush: fastrace::flush,
+        },
+        Row {
+            name: "fastrace 0.7, root cancelled",
+            setup: nothing,
+            request: |step| fastrace_with(step, true),
+            flush: fastrace::flush,
+        },
+        Row {
+            name: "tokio tracing 0.1, Registry",
+            setup: nothing,
+            request: tracing_registry,
+            flush: nothing,
+        },
+    ]
+}
+
+type Job = (u64, fn(Option<Step>) -> u64, Option<Step>);
+
+/// Long-lived producer threads: per-thread set-up is not what is measured.
+struct Producers {
+    jobs: Vec<crossbeam_channel::Sender<Job>>,
+    done: crossbeam_channel::Receiver<()>,
+}
+
+impl Producers {
+    fn new(threads: usize) -> Producers {
+        let (finished, done) = crossbeam_channel::unbounded();
+        let jobs = (0..threads)
+            .map(|_| {
+                let (job, inbox) = crossbeam_channel::bounded::<Job>(1);
+                let finished = finished.clone();
+                std::thread::spawn(move || {
+                    for (iters, request, step) in inbox {
+                        for _ in 0..iters {
+                            request(step);
+                        }
+                        if finished.send(()).is_err() {
+                            break;
+                        }
+                    }
+                });
+                job
+            })
+            .collect();
+        Producers { jobs, done }
+    }
+
+    fn run(&self, iters: u64, request: fn(Option<Step>) -> u64, step: Option<Step>) {
+        for job in &self.jobs {
+            job.send((iters, request, step)).expect("producer alive");
+        }
+        for _ in &self.jobs {
+            self.done.recv().expect("producer alive");
+        }
+    }
+}
+
+/// Per (group, row): our spans dropped at a full queue, and made.
+static DROPS: Mutex<Vec<(String, &'static str, u64, u64)>> = Mutex::new(Vec::new());
+
+fn fates(c: &mut Criterion) {
+    static PRODUCERS: OnceLock<[Producers; 2]> = OnceLock::new();
+    let producers = PRODUCERS.get_or_init(|| [Producers::new(1), Producers::new(2)]);
+    fastrace::set_reporter(Discard, fastrace::collector::Config::default());
+    let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    for (threads, producers) in [(1, &producers[0]), (2, &producers[1])] {
+        for paced in [true, false] {
+            let pace = if paced { "~33 ns steps" } else { "flat out" };
+            let group_name = format!("fates, 1 root + 9 local spans, {threads} producer(s), {pace}");
+            let mut group = c.benchmark_group(&group_name);
+            for row in rows() {
+                (row.setup)();
+                let step = step_of(paced);
+                group.bench_function(row.name, |b| {
+                    b.iter_custom(|iters| {
+                        let dropped_before = minitrace::collector::stats().dropped();
+                        let start = process_cpu_time();
+                        producers.run(iters, row.request, step);
+                        (row.flush)();
+                        let elapsed = process_cpu_time() - start;
+                        let dropped = minitrace::collector::stats().dropped() - dropped_before;
+                        let made = iters * threads as u64 * (CHILDREN as u64 + 1);
+                        let mut drops = DROPS.lock().unwrap();
+                        match drops
+                            .iter_mut()
+                            .find(|(group, name, ..)| *group == group_name && *name == row.name)
+                        {
+                            Some(entry) => {
+                                entry.2 += dropped;
+                                entry.3 += made;
+                            }
+                            None => drops.push((group_name.clone(), row.name, dropped, made)),
+                        }
+                        // Per request: the producers ran `iters` each, at once.
+                        elapsed / threads as u32
+                    })
+                });
+            }
+            minitrace::set_enabled(true);
+            group.finish();
+        }
+    }
+    eprintln!("\nOur spans dropped at a full queue, per row:");
+    for (group, name, dropped, made) in
+        DROPS.lock().unwrap().iter().filter(|row| row.1.starts_with("minitrace"))
+    {
+        eprintln!("  {group} / {name}: {dropped} of {made}");
+    }
+}
+
+criterion_group!(benches, fates);
+criterion_main!(benches);
