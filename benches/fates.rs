@@ -1,5 +1,6 @@
 //! What a request costs by its trace's fate: 1 root + 9 local spans, kept
-//! (reported), thrown away by the latency threshold or by `cancel()`, left
+//! (reported; also with the lossless policy, `wait_when_queue_full`),
+//! thrown away by the latency threshold or by `cancel()`, left
 //! out by head sampling, or begun with recording switched off at run time;
 //! beside the same request untraced, the clock floor (the 20 clock reads
 //! alone), fastrace 0.7 reporting it and cancelling its root (its way to
@@ -139,13 +140,19 @@ fn tracing_registry(step: Option<Step>) -> u64 {
     criterion::black_box(last)
 }
 
-fn rows() -> [Row; 10] {
+fn rows() -> [Row; 11] {
     [
         Row { name: "untraced", setup: nothing, request: untraced, flush: nothing },
         Row { name: "clock floor (20 clock reads)", setup: nothing, request: clock_floor, flush: nothing },
         Row {
             name: "minitrace (this workspace), reporting all",
             setup: || configure_ours(minitrace::collector::Config::default()),
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), reporting all, waiting when the queue is full",
+            setup: || configure_ours(minitrace::collector::Config::default().wait_when_queue_full(true)),
             request: ours,
             flush: minitrace::flush,
         },

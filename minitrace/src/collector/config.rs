@@ -24,6 +24,7 @@ pub struct Config {
     pub(crate) slow_trace_threshold: Option<Duration>,
     /// The head-sampling bound (see `gate::bound_of_ratio`).
     pub(crate) head_sampling: u64,
+    pub(crate) wait_when_queue_full: bool,
 }
 
 impl Default for Config {
@@ -36,6 +37,7 @@ impl Default for Config {
             report_before_root_finish: false,
             slow_trace_threshold: None,
             head_sampling: gate::ALL,
+            wait_when_queue_full: false,
         }
     }
 }
@@ -113,6 +115,26 @@ impl Config {
     /// ```
     pub fn head_sampling(self, ratio: f64) -> Config {
         Config { head_sampling: gate::bound_of_ratio(ratio), ..self }
+    }
+
+    /// What a traced thread does when its queue to the collector is full
+    /// (the collector or the reporter cannot keep up). By default (`false`)
+    /// the spans are dropped and counted in
+    /// [`Stats::dropped_queue_full`](crate::collector::Stats::dropped_queue_full):
+    /// the traced thread never waits. With `true`, nothing is dropped at
+    /// the queue: the thread wakes the collector and waits until there is
+    /// room, so tracing slows the traced threads down to what the collector
+    /// and reporter sustain. A message waits at most a second (then it is
+    /// dropped and counted, so that a stuck reporter cannot hang the
+    /// process), and spans made on the collector's own thread (by a
+    /// reporter) never wait.
+    ///
+    /// ```
+    /// let config = minitrace::collector::Config::default().wait_when_queue_full(true);
+    /// # let _ = config;
+    /// ```
+    pub fn wait_when_queue_full(self, wait: bool) -> Config {
+        Config { wait_when_queue_full: wait, ..self }
     }
 
     /// Accepted for compatibility with earlier 0.6 releases; no effect.

@@ -86,6 +86,15 @@ pub(crate) fn reporter_set(config: &Config) {
     SLOW_THRESHOLD_NANOS.store(threshold, Ordering::Relaxed);
     // Spans reported before their root ends cannot wait for it.
     PARKING.store(!config.report_before_root_finish, Ordering::Relaxed);
+    WAIT_WHEN_QUEUE_FULL.store(config.wait_when_queue_full, Ordering::Relaxed);
+}
+
+static WAIT_WHEN_QUEUE_FULL: AtomicBool = AtomicBool::new(false);
+
+/// Whether a thread whose queue is full waits for room (see
+/// [`Config::wait_when_queue_full`]) rather than dropping.
+pub(crate) fn waits_when_queue_full() -> bool {
+    WAIT_WHEN_QUEUE_FULL.load(Ordering::Relaxed)
 }
 
 /// A root shorter than this is thrown away (0: none is).

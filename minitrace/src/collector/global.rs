@@ -39,6 +39,11 @@ thread_local! {
     static ON_COLLECTOR_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether the calling thread is the collector's.
+pub(crate) fn on_collector_thread() -> bool {
+    ON_COLLECTOR_THREAD.try_with(Cell::get).unwrap_or(false)
+}
+
 /// Whether spans have somewhere to go; roots started before that are no-ops.
 #[inline]
 pub(crate) fn reporter_is_set() -> bool {

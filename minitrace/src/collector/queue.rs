@@ -17,7 +17,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::collector::message::{Message, Role};
 use crate::collector::target::Targets;
-use crate::collector::{global, stats};
+use crate::collector::{gate, global, stats};
 use crate::util::{lock, thread_exit};
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
@@ -136,12 +136,17 @@ pub(crate) fn close_ring() {
 #[inline]
 fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message) {
     let cost = cost(spans);
-    let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
-    if in_flight + cost > MAX_SPANS_IN_FLIGHT {
-        return count_dropped(make());
-    }
-    let Ok(mut chunk) = queue.producer.write_chunk_uninit(1) else {
-        return count_dropped(make());
+    let mut waited = None;
+    let (in_flight, mut chunk) = loop {
+        let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
+        if in_flight + cost <= MAX_SPANS_IN_FLIGHT {
+            if let Ok(chunk) = queue.producer.write_chunk_uninit(1) {
+                break (in_flight, chunk);
+            }
+        }
+        if !wait_for_room(&mut waited) {
+            return count_dropped(make());
+        }
     };
     chunk.as_mut_slices().0[0].write(make());
     // SAFETY: the chunk's one slot was written just above.
@@ -153,6 +158,29 @@ fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message
         global::wake_collector();
     }
 }
+
+/// Under [`Config::wait_when_queue_full`](crate::collector::Config::wait_when_queue_full),
+/// a full queue makes the thread wake the collector and wait for room, at
+/// most [`MAX_WAIT`] per message (then the message is dropped and counted,
+/// so that a stuck reporter cannot hang the process); never on the
+/// collector's own thread, which is what would make the room. `false`: drop.
+#[cold]
+#[inline(never)]
+fn wait_for_room(waited: &mut Option<std::time::Instant>) -> bool {
+    if !gate::waits_when_queue_full() || global::on_collector_thread() {
+        return false;
+    }
+    let started = *waited.get_or_insert_with(std::time::Instant::now);
+    if started.elapsed() > MAX_WAIT {
+        return false;
+    }
+    global::wake_collector();
+    std::thread::sleep(std::time::Duration::from_micros(20));
+    true
+}
+
+/// The longest a message waits for room in its thread's queue.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A message's share of its thread's budget, for a message of `spans` records.
 fn cost(spans: usize) -> usize {

@@ -4,7 +4,7 @@
 //! (spans are handed back to the caller). The top line is the current one.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 
@@ -107,6 +107,10 @@ enum ExitHook {
 }
 
 thread_local! {
+    /// How many lines are open: read first by a local span, so that one with
+    /// no local parent (the untraced, unsampled and switched-off cases)
+    /// costs one thread-local load rather than the stack's borrow.
+    static OPEN_LINES: Cell<usize> = const { Cell::new(0) };
     static STACK: RefCell<LocalStack> = const {
         RefCell::new(LocalStack { lines: ManuallyDrop::new(Vec::new()), next_epoch: 1, exit: ExitHook::Unarmed })
     };
@@ -135,6 +139,7 @@ pub(crate) fn push_line(targets: Option<Targets>, parks: bool) -> Option<u64> {
         stack.next_epoch = epoch_after(epoch);
         let queue = SpanQueue::new();
         stack.lines.push(SpanLine { epoch, queue, targets, parks });
+        OPEN_LINES.set(stack.lines.len());
         Some(epoch)
     })
     .flatten()
@@ -190,10 +195,14 @@ fn remove_line(lines: &mut Vec<SpanLine>, position: usize) {
     } else {
         lines.remove(position);
     }
+    OPEN_LINES.set(lines.len());
 }
 
 #[inline]
 pub(crate) fn enter_span(name: impl Into<Cow<'static, str>>) -> Option<LocalSpanHandle> {
+    if OPEN_LINES.with(Cell::get) == 0 {
+        return None;
+    }
     with_stack(|stack| {
         let line = stack.lines.last_mut()?;
         let index = line.queue.start_span(name.into())?;
@@ -267,6 +276,7 @@ pub(crate) fn current_context() -> Option<SpanContext> {
 pub(crate) fn close_all_lines() {
     let lines = with_stack(|stack| {
         stack.exit = ExitHook::Closed;
+        OPEN_LINES.set(0);
         std::mem::take(&mut *stack.lines)
     })
     .unwrap_or_default();
