@@ -142,20 +142,31 @@
 //! collector thread, so it may block on I/O without slowing the traced
 //! threads. Until a reporter is set, root spans are no-ops.
 //!
-//! ## Sampling
+//! ## Sampling, and where each trace's fate is decided
 //!
 //! - **Tail sampling**: [`Config::report_slow_traces_only`](collector::Config::report_slow_traces_only)
 //!   traces every request in full and reports a trace only if its root
 //!   lasted at least a threshold. The decision is made when the root
-//!   finishes, so the slow request is never missed, and fast traces cost
-//!   only their recording.
-//! - **Head sampling**: a caller's `traceparent` header carries its
-//!   decision whether to record the trace
-//!   ([`SpanContext::decode_w3c_traceparent_with_sampled`](collector::SpanContext::decode_w3c_traceparent_with_sampled));
-//!   an unsampled request runs under [`Span::noop`], and so everything
-//!   under it records nothing.
+//!   finishes, so the slow request is never missed.
 //! - **Cancelling**: [`Span::cancel`] on a root discards its whole trace,
 //!   e.g. a health check found out to be uninteresting.
+//! - **Head sampling**: [`Config::head_sampling`](collector::Config::head_sampling)
+//!   records only a share of new traces, chosen from the trace id as
+//!   OpenTelemetry's SDKs choose, so services agree on which. A caller's
+//!   `traceparent` header carries its own decision
+//!   ([`SpanContext::decode_w3c_traceparent_with_sampled`](collector::SpanContext::decode_w3c_traceparent_with_sampled));
+//!   an unsampled request runs under [`Span::noop`].
+//! - **Switching off** at run time: [`set_enabled`]`(false)` makes new
+//!   roots no-ops, from any thread, at any time; traces already begun
+//!   finish whole.
+//!
+//! A root that ends on the thread that started it (a request under
+//! [`Span::set_local_parent`], or an `in_span` future that stayed on its
+//! thread) has its trace's fate decided there: a trace thrown away by the
+//! threshold or by `cancel()` is reset in the thread's own buffers, with no
+//! message to the collector; only kept traces travel. A trace with parts
+//! elsewhere (a `Span` sent to another thread, a root ended on another
+//! thread) follows its root's fate through the collector.
 //!
 //! ```
 //! use std::time::Duration;
@@ -170,7 +181,9 @@
 //! Memory is bounded: a thread's queue to the collector, and optionally the
 //! spans of one trace ([`Config::max_spans_per_trace`](collector::Config::max_spans_per_trace)).
 //! A span dropped by a bound is never lost silently: [`collector::stats`]
-//! counts every span as reported, sampled out, or dropped, and why.
+//! counts every span as reported, sampled out, or dropped, and why. Where
+//! no span may be lost, [`Config::wait_when_queue_full`](collector::Config::wait_when_queue_full)
+//! makes a thread whose queue is full wait for room instead.
 //!
 //! # Cost model
 //!
@@ -179,10 +192,13 @@
 //! | operation | cost on the traced thread |
 //! |---|---|
 //! | local span (`LocalSpan`, `#[trace]` on a sync fn) | two clock reads of the cheaper, unordered kind (`RDTSC` where the TSC is usable; see `minstant::Instant::now_unordered`) and a push into the thread's recycled span buffer; no lock, no atomic |
-//! | local parent guard dropped | one push of the whole batch of local spans into the thread's queue |
+//! | local parent guard dropped | the batch of local spans waits on the thread for its root (a root's own guard), or one push of it into the thread's queue |
+//! | root ending on its own thread, trace thrown away | its buffer back to the thread's pool and a count in a counter of the thread's own; no message, no read-modify-write |
+//! | root ending on its own thread, trace kept | one push of the waiting batch and one of the root into the thread's queue |
 //! | `Span` (`#[trace]` on an async fn, `in_span`) | a cheap clock read at the start and an ordered one (`RDTSCP`) at the end, which may be on another thread (a root ending on the thread that started it takes the cheap one again, ordered only with its thread's other cheap reads: a thread-safe child or an event that ended just before the root, on any thread, may appear to end up to a fraction of a microsecond after it), then one push into the ending thread's queue; no allocation |
 //! | property | running the closure, and on a span's first property a small vector (a local span keeps it in a box too, to stay one cache line); `&'static str` keys and values are not copied |
 //! | span without a local parent | a thread-local read; nothing is recorded |
+//! | root not sampled, or recording switched off | a relaxed atomic load; nothing is recorded |
 //! | root span before `set_reporter` | a relaxed atomic load and a counter increment; nothing is recorded |
 //! | anything, without the `enable` feature | nothing: every call compiles to a no-op |
 //!
