@@ -82,23 +82,32 @@ fn clock_floor(step: Option<Step>) -> u64 {
     last
 }
 
-/// Our request: a root, its local parent guard, 9 local spans.
-#[inline(always)]
-fn ours_with(step: Option<Step>, cancel: bool) -> u64 {
-    use minitrace::prelude::*;
-    let mut root = Span::root("request", SpanContext::random());
-    let last = {
-        let _guard = root.set_local_parent();
-        (0..CHILDREN).fold(0, |previous, _| {
-            let _span = LocalSpan::enter_with_local_parent("step");
-            work(step, previous)
-        })
+/// The request in a library of the minitrace 0.6 API: a root, its local
+/// parent guard, 9 local spans; the root cancelled at the end if asked.
+macro_rules! request_in {
+    ($name:ident, $krate:ident) => {
+        #[inline(always)]
+        fn $name(step: Option<Step>, cancel: bool) -> u64 {
+            use $krate::prelude::*;
+            #[allow(unused_mut)] // fastrace's `cancel` takes `&self`
+            let mut root = Span::root("request", SpanContext::random());
+            let last = {
+                let _guard = root.set_local_parent();
+                (0..CHILDREN).fold(0, |previous, _| {
+                    let _span = LocalSpan::enter_with_local_parent("step");
+                    work(step, previous)
+                })
+            };
+            if cancel {
+                root.cancel();
+            }
+            criterion::black_box(last)
+        }
     };
-    if cancel {
-        root.cancel();
-    }
-    criterion::black_box(last)
 }
+
+request_in!(ours_with, minitrace);
+request_in!(fastrace_with, fastrace);
 
 fn ours(step: Option<Step>) -> u64 {
     ours_with(step, false)
@@ -111,23 +120,6 @@ fn ours_cancelled(step: Option<Step>) -> u64 {
 fn configure_ours(config: minitrace::collector::Config) {
     minitrace::set_enabled(true);
     minitrace::set_reporter(Discard, config);
-}
-
-#[inline(always)]
-fn fastrace_with(step: Option<Step>, cancel: bool) -> u64 {
-    use fastrace::prelude::*;
-    let root = Span::root("request", SpanContext::random());
-    let last = {
-        let _guard = root.set_local_parent();
-        (0..CHILDREN).fold(0, |previous, _| {
-            let _span = LocalSpan::enter_with_local_parent("step");
-            work(step, previous)
-        })
-    };
-    if cancel {
-        root.cancel();
-    }
-    criterion::black_box(last)
 }
 
 fn tracing_registry(step: Option<Step>) -> u64 {
