@@ -48,11 +48,12 @@
 //!
 //! # Viewing traces
 //!
-//! In this crate's repository, `bash scripts/jaeger.sh` starts a Jaeger
-//! all-in-one on 127.0.0.1 (building it with `go install` on first use), and
+//! In this crate's repository, `bash scripts/jaeger.sh` starts a Jaeger v2
+//! all-in-one on 127.0.0.1 (building it with `go build` on first use), and
 //! `cargo run --release --example jaeger` sends it a trace and prints its
-//! address in the Jaeger UI, at <http://127.0.0.1:16686>. Any Jaeger with the
-//! agent's UDP port 6831 or the collector's HTTP port 14268 open will do.
+//! address in the Jaeger UI, at <http://127.0.0.1:16686> (a placeholder page
+//! in that build; the query API answers). Any Jaeger with the agent's UDP
+//! port 6831 or the collector's HTTP port 14268 open will do.
 //!
 //! # How it fits in minitrace
 //!
