@@ -286,11 +286,32 @@ fn fates(c: &mut Criterion) {
             group.finish();
         }
     }
+    write_delivery();
+}
+
+/// Prints our drops per row and writes them to the delivery ledger that
+/// `scripts/bench-report.py` flags rows from (`target/criterion/spans-delivery.tsv`,
+/// shared with `benches/spans.rs`: its rows of other groups are kept). A
+/// trace thrown away on purpose counts as delivered: only drops are losses.
+fn write_delivery() {
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
+    let path = dir.join("criterion").join("spans-delivery.tsv");
+    let mut ledger = String::from("group\tN\tcontender\tspans made\tspans received by the sink\n");
+    let earlier = std::fs::read_to_string(&path).unwrap_or_default();
+    ledger.extend(
+        earlier.lines().skip(1).filter(|row| !row.starts_with("fates,")).map(|row| format!("{row}\n")),
+    );
     eprintln!("\nOur spans dropped at a full queue, per row:");
     for (group, name, dropped, made) in
         DROPS.lock().unwrap().iter().filter(|row| row.1.starts_with("minitrace"))
     {
         eprintln!("  {group} / {name}: {dropped} of {made}");
+        ledger += &format!("{group}\t\t{name}\t{made}\t{}\n", made - dropped);
+    }
+    let written =
+        std::fs::create_dir_all(path.parent().unwrap()).and_then(|()| std::fs::write(&path, ledger));
+    if let Err(error) = written {
+        eprintln!("cannot write {}: {error}", path.display());
     }
 }
 

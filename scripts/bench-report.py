@@ -49,7 +49,14 @@ GROUP_ORDER = [
     "no reporter, 1 root + 100 local spans",
     "now",
     "queue to the collector, 2 producers",
+] + [
+    f"fates, 1 root + 9 local spans, {threads} producer(s), {pace}"
+    for threads in (1, 2)
+    for pace in ("~33 ns steps", "flat out")
 ]
+FATES_GROUPS = set(GROUP_ORDER[-4:])
+FATES_REFERENCE = "minitrace (this workspace), reporting all"
+FLOOR = "clock floor (20 clock reads)"
 
 # What each group's workload is, printed under its heading. Descriptions
 # only: sentences about results are computed (findings()).
@@ -97,6 +104,17 @@ GROUP_NOTES = {
     "producer finds its ring full.",
 }
 
+for _fates in FATES_GROUPS:
+    GROUP_NOTES[_fates] = (
+        "A request of 1 root + 9 local spans (steps of ~33 ns of chained busy work between the spans, or "
+        "none: flat out) by its trace's fate: ours reporting it (also under the lossless policy, "
+        "`wait_when_queue_full`), thrown away by the latency threshold or by `cancel()`, left out by head "
+        "sampling, or begun with recording switched off; fastrace 0.7 reporting it and cancelling its root; "
+        "tokio `tracing` with a bare `Registry`. The clock floor is the same request with only the 20 clock "
+        "reads ours makes. Long-lived producer threads run the requests at once. The sentence under the "
+        "table gives each of our rows' cost over the untraced request as a multiple of the clock floor's."
+    )
+
 # What benches/contenders/mod.rs `measure` charges: process CPU time over
 # batches of iterations that end with the library's flush.
 CPU_WITH_FLUSH = "CPU time of the whole process per iteration, the library's flush included"
@@ -120,16 +138,23 @@ GROUP_MEASURES = {
     "queue to the collector, 2 producers": "CPU time of the whole process per iteration (a message from "
     "each producer), until the consumer has taken every message",
 }
+for _fates in FATES_GROUPS:
+    GROUP_MEASURES[_fates] = (
+        "CPU time of the whole process per request (a batch's CPU time, the library's flush included, "
+        "over the requests all producers made)"
+    )
 UNKNOWN_MEASURE = "not described in scripts/bench-report.py: see the bench"
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
 OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained steps, 1 root + 9 children"}
+OVERHEAD_GROUPS |= FATES_GROUPS
 
 # The reference row of groups without a "(this workspace)" row.
 REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}
+REFERENCES.update({group: FATES_REFERENCE for group in FATES_GROUPS})
 
 # Rows that are baselines, not contenders: shown in the tables, not charted.
-BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only", "design floor")
+BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only", "design floor", "clock floor")
 
 LOSS_FLAG = 0.001  # a sink that received less than 99.9 % of the spans
 
@@ -299,8 +324,27 @@ def commit():
     return f"{head} with uncommitted changes" if changes else head
 
 
+def fates_findings(functions):
+    """Each of our rows' cost over the untraced request, as a multiple of the
+    clock floor's, computed from this run's rows."""
+    base, floor = functions.get("untraced", {}).get(""), functions.get(FLOOR, {}).get("")
+    if base is None or floor is None or floor <= base:
+        return []
+    parts = [
+        f"{name.split(', ', 1)[1]} ×{(ns - base) / (floor - base):.2f}"
+        for name, values in sorted(functions.items())
+        if name.startswith("minitrace (this workspace)") and (ns := values.get("")) is not None
+    ]
+    return [
+        f"The clock floor adds {amount(floor - base)} to the untraced request ({fmt_time(base)}). "
+        f"Ours adds, as a multiple of that: {'; '.join(parts)}."
+    ]
+
+
 def findings(group, functions, reference):
     """Sentences about this run's rows of a request group, computed from them."""
+    if group in FATES_GROUPS:
+        return fates_findings(functions)
     if group not in OVERHEAD_GROUPS or reference is None:
         return []
 

@@ -23,11 +23,11 @@ MEASUREMENT=${BENCH_MEASUREMENT:-3}
 commit=$(python3 scripts/bench-report.py --print-commit)
 
 # Build first, so that the results' timestamps (--since) start after it.
-cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel
+cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel --bench fates
 
 start=$(date +%s)
 command=(
-    cargo bench --bench spans --bench no_reporter --bench clock --bench channel --
+    cargo bench --bench spans --bench no_reporter --bench clock --bench channel --bench fates --
     --warm-up-time "$WARM_UP" --measurement-time "$MEASUREMENT" --nresamples 10000 "$@"
 )
 printf -v command_line '%q ' "${command[@]}"
