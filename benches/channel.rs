@@ -20,7 +20,7 @@ use minitrace_suite::process_cpu_time;
 const PRODUCERS: usize = 2;
 
 /// A message: the size of a slot of minitrace's own ring, 88 bytes on
-/// 64-bit targets (asserted in minitrace/src/collector/message.rs).
+/// 64-bit targets (asserted in minitrace/src/transport/message.rs).
 type Message = [u64; 11];
 
 const _: () = assert!(std::mem::size_of::<Message>() == 88);

@@ -1,7 +1,8 @@
 use std::borrow::Cow;
 
 use crate::local::stack;
-use crate::Span;
+use crate::span::Span;
+use crate::util::recording::ENABLED;
 
 /// Something that happened at one moment during a span: recorded with a
 /// timestamp and properties, and reported in its span's
@@ -30,8 +31,8 @@ impl Event {
         I: IntoIterator<Item = (Cow<'static, str>, Cow<'static, str>)>,
         F: FnOnce() -> I,
     {
-        if crate::ENABLED && parent.is_recording() {
-            parent.add_event(name.into(), crate::util::properties(properties));
+        if ENABLED && parent.is_recording() {
+            parent.add_event(name.into(), crate::data::record::properties(properties));
         }
     }
 
@@ -51,8 +52,8 @@ impl Event {
     {
         // As in `LocalSpan::add_properties`: the closure runs only when
         // recording, and never while the thread's stack is borrowed.
-        if crate::ENABLED && stack::has_line() {
-            stack::add_event(name.into(), crate::util::properties(properties));
+        if ENABLED && stack::has_line() {
+            stack::add_event(name.into(), crate::data::record::properties(properties));
         }
     }
 }

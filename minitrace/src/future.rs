@@ -27,8 +27,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::local::LocalSpan;
-use crate::Span;
+use crate::local::local_span::LocalSpan;
+use crate::span::Span;
 
 impl<T: Future> FutureExt for T {}
 

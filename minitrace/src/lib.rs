@@ -216,21 +216,28 @@
 
 #![deny(missing_docs)]
 
+// The layers, from the bottom up: `util` (helpers that know nothing of
+// tracing), `data` (ids, records, raw spans), `transport` (from traced
+// threads to the collector thread), `local` and `span` (what the traced
+// threads record), `collector` (the collector thread, assembly and
+// reporters). Each imports only from the layers below it.
 pub mod collector;
+mod data;
 mod event;
 pub mod future;
 pub mod local;
 mod macros;
 mod span;
+mod transport;
 pub mod util;
 
 #[doc(hidden)]
 pub use macros::__private;
 
-pub use crate::collector::gate::{is_enabled, set_enabled};
 pub use crate::collector::global::{flush, set_reporter};
 pub use crate::event::Event;
 pub use crate::span::Span;
+pub use crate::transport::gate::{is_enabled, set_enabled};
 /// Traces a fn: a span for every call, named after the fn, under the
 /// caller's local parent. See [`minitrace_macro::trace`] for the options.
 pub use minitrace_macro::trace;
@@ -238,26 +245,6 @@ pub use minitrace_macro::trace;
 /// (`#[trace_async]`, `#[trace_async("name")]`). See
 /// [`minitrace_macro::trace_async`].
 pub use minitrace_macro::trace_async;
-
-/// Whether tracing is compiled in: the `enable` switch, decided here and
-/// nowhere else. Every entry point checks this constant first, and every
-/// recording object is stored as a [`Recording`], so without the feature
-/// the optimiser removes the rest.
-pub(crate) const ENABLED: bool = cfg!(feature = "enable");
-
-/// A recording object's state: `Option<T>` with `enable`, a zero-sized,
-/// always-empty stand-in without it (see `util::recording`).
-#[cfg(feature = "enable")]
-pub(crate) type Recording<T> = Option<T>;
-#[cfg(not(feature = "enable"))]
-pub(crate) type Recording<T> = util::recording::Nothing<T>;
-
-/// Stores `value` as a [`Recording`]: itself with `enable`, nothing without.
-#[inline(always)]
-#[allow(clippy::useless_conversion)] // a real conversion only without `enable`
-pub(crate) fn recording<T>(value: Option<T>) -> Recording<T> {
-    value.into()
-}
 
 /// The common imports.
 ///

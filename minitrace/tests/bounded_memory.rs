@@ -10,7 +10,7 @@ use std::time::Duration;
 use minitrace::collector::{Config, Reporter, SpanRecord};
 use minitrace::prelude::*;
 
-/// `MAX_SPANS_IN_FLIGHT` in minitrace/src/collector/queue.rs: the span
+/// `MAX_SPANS_IN_FLIGHT` in minitrace/src/transport/queue.rs: the span
 /// slots a thread's queue may hold.
 const MAX_SPANS_IN_FLIGHT: u64 = 1 << 17;
 /// The README's ~12 MiB per thread for those slots: 96 bytes a slot, for a
@@ -20,7 +20,7 @@ const PER_THREAD: u64 = MAX_SPANS_IN_FLIGHT * 96;
 /// The rest of the process, which the per-thread bound does not cover: the
 /// collector's list of dropped messages (at most `MAX_DROPPED`, 2^20, of 16
 /// bytes: 16 MiB, in queue.rs), the pool of recycled span buffers (4 MiB,
-/// util/span_buffers.rs), the collector's outbox and open traces (~1 MiB
+/// transport/span_buffers.rs), the collector's outbox and open traces (~1 MiB
 /// here), and the allocator's slack.
 const ALLOWANCE: u64 = 32 << 20;
 const PRODUCERS: u64 = 2;

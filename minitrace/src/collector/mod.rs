@@ -29,22 +29,12 @@
 //! ```
 
 pub(crate) mod assemble;
-mod config;
-mod context;
-pub(crate) mod escape;
-pub(crate) mod gate;
 pub(crate) mod global;
-mod id;
-pub(crate) mod message;
-pub(crate) mod queue;
-pub(crate) mod record;
 mod reporter;
-pub(crate) mod stats;
-pub(crate) mod target;
 
-pub use config::Config;
-pub use context::SpanContext;
-pub use id::{SpanId, TraceId};
-pub use record::{EventRecord, SpanRecord};
-pub use reporter::{ConsoleReporter, Reporter, TestReporter};
-pub use stats::{count_dropped_by_reporter, stats, Stats};
+pub use crate::data::config::Config;
+pub use crate::data::context::SpanContext;
+pub use crate::data::id::{SpanId, TraceId};
+pub use crate::data::record::{EventRecord, Reporter, SpanRecord};
+pub use crate::transport::stats::{count_dropped_by_reporter, stats, Stats};
+pub use reporter::{ConsoleReporter, TestReporter};

@@ -1,7 +1,5 @@
 use std::time::Duration;
 
-use crate::collector::gate;
-
 /// How the collector batches and filters traces; passed to
 /// [`set_reporter`](crate::set_reporter).
 ///
@@ -22,7 +20,7 @@ pub struct Config {
     pub(crate) report_interval: Duration,
     pub(crate) report_before_root_finish: bool,
     pub(crate) slow_trace_threshold: Option<Duration>,
-    /// The head-sampling bound (see `gate::bound_of_ratio`).
+    /// The head-sampling bound (see `bound_of_ratio`).
     pub(crate) head_sampling: u64,
     pub(crate) wait_when_queue_full: bool,
 }
@@ -36,7 +34,7 @@ impl Default for Config {
             report_interval: Duration::from_millis(10),
             report_before_root_finish: false,
             slow_trace_threshold: None,
-            head_sampling: gate::ALL,
+            head_sampling: ALL,
             wait_when_queue_full: false,
         }
     }
@@ -114,7 +112,7 @@ impl Config {
     /// # let _ = config;
     /// ```
     pub fn head_sampling(self, ratio: f64) -> Config {
-        Config { head_sampling: gate::bound_of_ratio(ratio), ..self }
+        Config { head_sampling: bound_of_ratio(ratio), ..self }
     }
 
     /// What a traced thread does when its queue to the collector is full
@@ -158,5 +156,20 @@ impl Config {
     #[deprecated(note = "no longer used")]
     pub fn batch_report_max_spans(self, _batch_report_max_spans: Option<usize>) -> Config {
         self
+    }
+}
+
+/// The bound of a ratio of 1: every key is below it.
+pub(crate) const ALL: u64 = 1 << 63;
+
+/// The bound that records `ratio` of the trace ids: clamped to 0..=1; NaN
+/// records none.
+pub(crate) fn bound_of_ratio(ratio: f64) -> u64 {
+    if ratio.is_nan() || ratio <= 0.0 {
+        0
+    } else if ratio >= 1.0 {
+        ALL
+    } else {
+        (ratio * ALL as f64) as u64
     }
 }

@@ -1,6 +1,5 @@
-use crate::collector::{SpanId, TraceId};
-use crate::local::stack;
-use crate::Span;
+use crate::data::id::{SpanId, TraceId};
+use crate::util::recording::ENABLED;
 
 /// Where a span sits: its trace and its own id. Pass it across process
 /// boundaries (e.g. as a W3C `traceparent` header) to continue a trace.
@@ -43,33 +42,8 @@ impl SpanContext {
     #[inline]
     pub fn random() -> SpanContext {
         // Without `enable` no span uses it: skip the generator.
-        let trace_id = if crate::ENABLED { TraceId::random() } else { TraceId(0) };
+        let trace_id = if ENABLED { TraceId::random() } else { TraceId(0) };
         SpanContext::new(trace_id, SpanId(0))
-    }
-
-    /// The context of `span`, or `None` for a no-op span. With several
-    /// parents, the first one's trace is used.
-    ///
-    /// ```
-    /// use minitrace::prelude::*;
-    /// let span = Span::noop();
-    /// assert_eq!(SpanContext::from_span(&span), None);
-    /// ```
-    pub fn from_span(span: &Span) -> Option<SpanContext> {
-        span.context()
-    }
-
-    /// The context of the current thread's local parent (the span set with
-    /// [`Span::set_local_parent`], or the innermost open local span under it).
-    ///
-    /// ```
-    /// assert_eq!(minitrace::prelude::SpanContext::current_local_parent(), None);
-    /// ```
-    pub fn current_local_parent() -> Option<SpanContext> {
-        if !crate::ENABLED {
-            return None;
-        }
-        stack::current_context()
     }
 
     /// Parses a W3C `traceparent` header: `00-<32 hex trace id>-<16 hex

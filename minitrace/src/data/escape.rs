@@ -12,8 +12,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::collector::global::ID_BLOCK;
-use crate::collector::target::Targets;
+use crate::data::id::ID_BLOCK;
+use crate::data::target::Targets;
 
 const WORDS: usize = 1 << 14;
 static ESCAPED: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];

@@ -78,3 +78,7 @@ impl FromStr for SpanId {
         u64::from_str_radix(hex, 16).map(SpanId)
     }
 }
+
+/// Collect ids are handed to each thread in blocks of this many (see
+/// `data::collect_id`).
+pub(crate) const ID_BLOCK: u64 = 1 << 12;

@@ -2,8 +2,8 @@ use std::borrow::Cow;
 
 use minstant::Instant;
 
-use crate::collector::record::Property;
-use crate::collector::SpanId;
+use crate::data::id::SpanId;
+use crate::data::record::Property;
 
 /// A span as recorded on the hot path: ticks, not nanoseconds, and no
 /// trace id (the batch it travels in knows its trace). Events are raw spans

@@ -1,9 +1,20 @@
 use std::borrow::Cow;
 
-use crate::collector::{SpanId, TraceId};
+use crate::data::id::{SpanId, TraceId};
 
 /// A key-value pair attached to a span or an event.
 pub(crate) type Property = (Cow<'static, str>, Cow<'static, str>);
+
+/// Evaluates a user's properties closure into owned pairs.
+pub(crate) fn properties<K, V, I, F>(properties: F) -> Vec<Property>
+where
+    K: Into<Cow<'static, str>>,
+    V: Into<Cow<'static, str>>,
+    I: IntoIterator<Item = (K, V)>,
+    F: FnOnce() -> I,
+{
+    properties().into_iter().map(|(key, value)| (key.into(), value.into())).collect()
+}
 
 /// A finished span, as the collector hands it to a [`Reporter`](crate::collector::Reporter).
 ///
@@ -52,4 +63,50 @@ pub struct EventRecord {
     pub timestamp_unix_ns: u64,
     /// Key-value pairs.
     pub properties: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+}
+
+/// Receives finished spans from the collector thread, in batches.
+///
+/// `report` runs on the collector's own thread, never on a traced thread,
+/// so it may do I/O. A reporter that panics loses that batch (counted in
+/// [`Stats::dropped_by_reporter`](crate::collector::Stats::dropped_by_reporter))
+/// and keeps receiving later batches.
+///
+/// ```
+/// use minitrace::collector::{Reporter, SpanRecord};
+///
+/// struct CountingReporter(usize);
+///
+/// impl Reporter for CountingReporter {
+///     fn report(&mut self, spans: &[SpanRecord]) {
+///         self.0 += spans.len();
+///     }
+/// }
+/// ```
+pub trait Reporter: Send + 'static {
+    /// Delivers one batch: every `report_interval` (or [`flush`](crate::flush)),
+    /// the traces finished since, split into batches of about 4 096 spans
+    /// at trace boundaries so that the records are still in the CPU's cache
+    /// while they are reported. The spans of one trace may arrive over
+    /// several batches only with `report_before_root_finish`, or when
+    /// children finish after their root. A cycle with nothing to report
+    /// still calls it once, with no spans, as minitrace 0.6 did, so that a
+    /// reporter that batches on its own can flush then.
+    ///
+    /// ```
+    /// use minitrace::collector::{Reporter, SpanRecord};
+    ///
+    /// struct Names(Vec<String>);
+    ///
+    /// impl Reporter for Names {
+    ///     fn report(&mut self, spans: &[SpanRecord]) {
+    ///         self.0.extend(spans.iter().map(|span| span.name.to_string()));
+    ///     }
+    /// }
+    ///
+    /// let mut reporter = Names(Vec::new());
+    /// reporter.report(&[SpanRecord { name: "query".into(), ..Default::default() }]);
+    /// assert_eq!(reporter.0, ["query"]);
+    /// ```
+    fn report(&mut self, spans: &[SpanRecord]);
 }

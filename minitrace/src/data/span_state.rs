@@ -1,4 +1,4 @@
-//! A recording [`Span`](super::Span)'s state, in one cache line.
+//! A recording [`Span`](crate::Span)'s state, in one cache line.
 //!
 //! A `Span` handed to another thread is written on one core and read on
 //! another, and every cache line of it crosses between them. The common
@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex};
 
 use minstant::Instant;
 
-use crate::collector::global;
-use crate::collector::message::{Batch, IdMap, Role};
-use crate::collector::record::Property;
-use crate::collector::target::{Target, Targets};
-use crate::collector::{SpanId, TraceId};
-use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
+use crate::data::batch::{Batch, IdMap, Role};
+use crate::data::collect_id;
+use crate::data::id::{SpanId, TraceId};
+use crate::data::raw_span::{Clock, RawSpan, LINE_PARENT};
+use crate::data::record::Property;
+use crate::data::target::{Target, Targets};
 use crate::util::lazy_box::LazyBox;
 
 /// Field by field, the first target is inlined rather than kept as a
@@ -31,7 +31,7 @@ pub(crate) struct SpanState {
     parent_id: SpanId,
     name: StaticBytes,
     extra: LazyBox<Extra>,
-    /// Collect ids are handed out below 2³² (see `global::next_collect_id`).
+    /// Collect ids are handed out below 2³² (see `collect_id::next_collect_id`).
     collect_id: u32,
     /// The static name's length, when it has one (see [`Extra::name`]).
     name_len: u16,
@@ -74,7 +74,7 @@ impl SpanState {
             Targets::One(target) => (target, Vec::new()),
             Targets::Many(mut targets) => (targets.remove(0), targets),
         };
-        debug_assert!(first.collect_id < 1 << 32, "see `global::next_collect_id`");
+        debug_assert!(first.collect_id < 1 << 32, "see `collect_id::next_collect_id`");
         let (static_name, owned_name) = match name {
             Cow::Borrowed(name) if name.len() <= usize::from(u16::MAX) => (name, None),
             name => ("", Some(name)),
@@ -133,7 +133,7 @@ impl SpanState {
     #[inline]
     pub(crate) fn end_clock(&self) -> Clock {
         match self.role {
-            Role::Root if global::is_from_this_thread(self.collect_id.into()) => Clock::SameThread,
+            Role::Root if collect_id::is_from_this_thread(self.collect_id.into()) => Clock::SameThread,
             _ => Clock::AnyThread,
         }
     }
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn only_a_root_ending_where_it_started_ends_on_the_cheaper_clock() {
-        let root_target = Target::new(TraceId(7), SpanId(0), global::next_collect_id());
+        let root_target = Target::new(TraceId(7), SpanId(0), collect_id::next_collect_id());
         let root = SpanState::new("root".into(), Targets::One(root_target), Role::Root, Instant::ZERO);
         let child = SpanState::new("child".into(), root.child_targets(), Role::Child, Instant::ZERO);
         assert_eq!((root.end_clock(), child.end_clock()), (Clock::SameThread, Clock::AnyThread));

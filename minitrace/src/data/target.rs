@@ -1,4 +1,4 @@
-use crate::collector::{SpanId, TraceId};
+use crate::data::id::{SpanId, TraceId};
 
 /// One place a span is reported: a trace, the parent within it, and the
 /// collector's buffer for that trace. A span usually has one; a span with

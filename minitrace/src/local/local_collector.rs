@@ -1,12 +1,17 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::collector::message::{Batch, IdMap};
-use crate::collector::target::Target;
-use crate::collector::{SpanContext, SpanRecord};
-use crate::local::raw_span::RawSpan;
+use minstant::Anchor;
+
+use crate::data::batch::{Batch, IdMap};
+use crate::data::context::SpanContext;
+use crate::data::convert::{attach_events, convert, Part};
+use crate::data::raw_span::RawSpan;
+use crate::data::record::SpanRecord;
+use crate::data::target::Target;
 use crate::local::stack;
-use crate::{recording, Recording};
+use crate::transport::{gate, span_buffers};
+use crate::util::recording::{recording, Recording};
 
 /// Collects the local spans started on this thread while it is alive,
 /// without a parent span: the batch ([`LocalSpans`]) can then be mounted
@@ -57,7 +62,7 @@ impl LocalCollector {
     /// ```
     #[inline]
     pub fn start() -> LocalCollector {
-        if !crate::collector::gate::is_enabled() {
+        if !gate::is_enabled() {
             return LocalCollector::default();
         }
         LocalCollector { epoch: recording(stack::push_line(None, false)), _not_send: PhantomData }
@@ -107,7 +112,22 @@ impl LocalSpans {
         let target = Target::new(parent.trace_id, parent.span_id, 0);
         let mut records = Vec::with_capacity(spans.len());
         let batch = Batch::Shared { spans: spans.clone(), ids: IdMap::Keep };
-        crate::collector::assemble::into_records([(batch, target)], &minstant::Anchor::new(), &mut records);
+        into_records([(batch, target)], &minstant::Anchor::new(), &mut records);
         records
     }
+}
+
+/// Appends the records of `parts` (typically one trace) to `out`, with
+/// events attached to their spans.
+fn into_records(
+    parts: impl IntoIterator<Item = (Batch, Target)>,
+    anchor: &Anchor,
+    out: &mut Vec<SpanRecord>,
+) {
+    let (first, mut events, mut emptied) = (out.len(), Vec::new(), Vec::new());
+    for (mut batch, target) in parts {
+        convert(Part::Batch(&mut batch), &target, anchor, out, &mut events, &mut emptied);
+    }
+    attach_events(&mut out[first..], events);
+    span_buffers::recycle(&mut emptied);
 }

@@ -2,7 +2,7 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use crate::local::stack::{self, LocalSpanHandle};
-use crate::{recording, Recording};
+use crate::util::recording::{recording, Recording, ENABLED};
 
 /// A span on the current thread's fast path: starting one is a clock read
 /// and a `Vec::push` into the thread's current span line; its parent is the
@@ -41,7 +41,7 @@ impl LocalSpan {
     /// ```
     #[inline]
     pub fn enter_with_local_parent(name: impl Into<Cow<'static, str>>) -> LocalSpan {
-        if !crate::ENABLED {
+        if !ENABLED {
             return LocalSpan::default();
         }
         LocalSpan { handle: recording(stack::enter_span(name)), _not_send: PhantomData }
@@ -77,7 +77,7 @@ impl LocalSpan {
         F: FnOnce() -> I,
     {
         if let Some(&handle) = self.handle.as_ref() {
-            stack::add_properties_to_span(handle, crate::util::properties(properties));
+            stack::add_properties_to_span(handle, crate::data::record::properties(properties));
         }
         self
     }
@@ -115,8 +115,8 @@ impl LocalSpan {
     {
         // Two looks at the thread's stack: the user's closure must run with
         // the stack released (it may start spans itself), and only if needed.
-        if crate::ENABLED && stack::has_open_local_span() {
-            stack::add_properties_to_current(crate::util::properties(properties));
+        if ENABLED && stack::has_open_local_span() {
+            stack::add_properties_to_current(crate::data::record::properties(properties));
         }
     }
 }

@@ -23,13 +23,13 @@
 //! root.push_child_spans(spans);
 //! ```
 
-mod local_collector;
-mod local_span;
+pub(crate) mod local_collector;
+pub(crate) mod local_parent_guard;
+pub(crate) mod local_span;
 pub(crate) mod parked;
-pub(crate) mod raw_span;
 pub(crate) mod span_queue;
 pub(crate) mod stack;
 
-pub use crate::span::LocalParentGuard;
 pub use local_collector::{LocalCollector, LocalSpans};
+pub use local_parent_guard::LocalParentGuard;
 pub use local_span::LocalSpan;

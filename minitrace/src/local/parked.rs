@@ -12,10 +12,12 @@
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 
-use crate::collector::message::{Batch, Message, Role};
-use crate::collector::target::{Target, Targets};
-use crate::collector::{escape, queue};
-use crate::local::raw_span::RawSpan;
+use crate::data::batch::{Batch, Role};
+use crate::data::escape;
+use crate::data::raw_span::RawSpan;
+use crate::data::target::{Target, Targets};
+use crate::transport::message::Message;
+use crate::transport::queue;
 
 /// A trace's local spans, under one target.
 pub(crate) struct Parked {
@@ -40,7 +42,7 @@ impl Parked {
 
 thread_local! {
     // Not dropped with the thread-local: the thread's exit sends what waits
-    // (see `util::thread_exit`), and a destructor would make every access
+    // (see `local::stack`), and a destructor would make every access
     // check that the thread is alive.
     static PARKED: RefCell<ManuallyDrop<Option<Parked>>> = const { RefCell::new(ManuallyDrop::new(None)) };
 }

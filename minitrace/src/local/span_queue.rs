@@ -1,9 +1,9 @@
 use std::borrow::Cow;
 
-use crate::collector::record::Property;
-use crate::collector::{stats, SpanId};
-use crate::local::raw_span::{Clock, RawSpan, LINE_PARENT};
-use crate::util::span_buffers;
+use crate::data::id::SpanId;
+use crate::data::raw_span::{Clock, RawSpan, LINE_PARENT};
+use crate::data::record::Property;
+use crate::transport::{span_buffers, stats};
 
 /// Local spans under one parent, most recent last. Opening a span is a
 /// `Vec::push`; the innermost open span is the implicit parent of the next.

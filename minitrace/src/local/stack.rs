@@ -8,14 +8,17 @@ use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 
-use crate::collector::message::{Batch, Message, Role};
-use crate::collector::record::Property;
-use crate::collector::target::Targets;
-use crate::collector::{escape, gate, global, queue, SpanContext};
+use crate::data::batch::{Batch, Role};
+use crate::data::collect_id;
+use crate::data::context::SpanContext;
+use crate::data::escape;
+use crate::data::raw_span::{RawSpan, LINE_PARENT};
+use crate::data::record::Property;
+use crate::data::target::Targets;
 use crate::local::parked;
-use crate::local::raw_span::{RawSpan, LINE_PARENT};
 use crate::local::span_queue::{SpanQueue, MAX_SPANS_PER_QUEUE};
-use crate::util::{span_buffers, thread_exit};
+use crate::transport::message::Message;
+use crate::transport::{gate, queue, span_buffers};
 
 pub(crate) struct SpanLine {
     epoch: u64,
@@ -39,7 +42,7 @@ impl SpanLine {
                 if self.parks
                     && !spans.is_empty()
                     && gate::parking()
-                    && global::is_from_this_thread(target.collect_id) =>
+                    && collect_id::is_from_this_thread(target.collect_id) =>
             {
                 parked::park(target, spans, count);
             }
@@ -90,14 +93,15 @@ impl LocalSpanHandle {
 }
 
 pub(crate) struct LocalStack {
-    /// Not dropped with the thread-local: see [`thread_exit`].
+    /// Not dropped with the thread-local: the thread's exit closes the lines
+    /// (see [`close_thread`]).
     lines: ManuallyDrop<Vec<SpanLine>>,
     next_epoch: u64,
     exit: ExitHook,
 }
 
-/// Whether the thread's exit will close its lines: asked of [`thread_exit`]
-/// once, by the first line, rather than by every line.
+/// Whether the thread's exit will close its lines: asked of the transport's
+/// exit hook once, by the first line, rather than by every line.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ExitHook {
     Unarmed,
@@ -132,7 +136,7 @@ pub(crate) fn push_line(targets: Option<Targets>, parks: bool) -> Option<u64> {
     with_stack(|stack| {
         match stack.exit {
             ExitHook::Armed => {}
-            ExitHook::Unarmed if thread_exit::armed() => stack.exit = ExitHook::Armed,
+            ExitHook::Unarmed if queue::thread_exit_armed_for(close_thread) => stack.exit = ExitHook::Armed,
             _ => return None,
         }
         let epoch = stack.next_epoch;
@@ -269,6 +273,13 @@ pub(crate) fn current_context() -> Option<SpanContext> {
         Some(SpanContext::new(target.trace_id(), parent_id))
     })
     .flatten()
+}
+
+/// What the thread's exit closes of the local layer, before its ring to the
+/// collector closes: lines still open, then the batch waiting for its root.
+fn close_thread() {
+    close_all_lines();
+    parked::send_waiting();
 }
 
 /// A thread exiting with guards still open: their spans are closed and

@@ -5,15 +5,16 @@
 //! lies: its buffers go back to the thread's pool and its spans are counted
 //! in the thread's own counter; no message, no shared write. Only a trace
 //! with parts that may already be on their way to the collector (see
-//! `collector::escape`) sends its root, marked cancelled, so the collector
+//! `data::escape`) sends its root, marked cancelled, so the collector
 //! throws those away too.
 
-use crate::collector::message::{EndedSpan, Message, Role};
-use crate::collector::{escape, gate, queue, stats};
-use crate::local::raw_span::Clock;
+use crate::data::batch::Role;
+use crate::data::raw_span::Clock;
+use crate::data::span_state::SpanState;
+use crate::data::{collect_id, escape};
 use crate::local::{parked, stack};
-use crate::span::SpanState;
-use crate::util::span_buffers;
+use crate::transport::message::{EndedSpan, Message};
+use crate::transport::{gate, queue, span_buffers, stats};
 
 /// Ends `root`, a root (cancelled or not) started on this thread.
 #[inline]
@@ -47,5 +48,5 @@ pub(crate) fn end_root_here(mut root: SpanState) {
 /// Whether `root`'s end is decided here (see [`end_root_here`]).
 #[inline]
 pub(crate) fn ends_here(state: &SpanState) -> bool {
-    state.role() != Role::Child && crate::collector::global::is_from_this_thread(state.collect_id())
+    state.role() != Role::Child && collect_id::is_from_this_thread(state.collect_id())
 }

@@ -1,19 +1,22 @@
 mod fate;
-mod state;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
-use crate::collector::record::Property;
-use crate::collector::target::{Target, Targets};
-use crate::collector::{escape, gate, global, queue, stats, SpanContext};
-use crate::local::raw_span::{Clock, RawSpan};
+use crate::data::batch::{Batch, IdMap, Role};
+use crate::data::context::SpanContext;
+use crate::data::raw_span::{Clock, RawSpan};
+use crate::data::record::Property;
+use crate::data::span_state::SpanState;
+use crate::data::target::{Target, Targets};
+use crate::data::{collect_id, escape};
+use crate::local::local_collector::LocalSpans;
+use crate::local::local_parent_guard::LocalParentGuard;
 use crate::local::stack;
-use crate::local::LocalSpans;
-use crate::{recording, Recording};
-pub(crate) use state::SpanState;
+use crate::transport::message::{EndedSpan, Message};
+use crate::transport::{gate, queue, stats};
+use crate::util::recording::{recording, Recording, ENABLED};
 
 /// A thread-safe span: it can be sent to other threads, held across
 /// `.await`s, and have several parents. It ends when dropped.
@@ -79,7 +82,7 @@ impl Span {
     /// ```
     #[inline(always)]
     pub fn root(name: impl Into<Cow<'static, str>>, parent: SpanContext) -> Span {
-        if !crate::ENABLED {
+        if !ENABLED {
             return Span::noop();
         }
         if !gate::admits(parent.trace_id) {
@@ -88,7 +91,7 @@ impl Span {
             }
             return Span::noop();
         }
-        let target = Target::new(parent.trace_id, parent.span_id, global::next_collect_id());
+        let target = Target::new(parent.trace_id, parent.span_id, collect_id::next_collect_id());
         Span::start(name, Targets::One(target), Role::Root)
     }
 
@@ -102,7 +105,7 @@ impl Span {
     #[inline(always)]
     pub fn enter_with_parent(name: impl Into<Cow<'static, str>>, parent: &Span) -> Span {
         match parent.inner.as_ref() {
-            Some(parent) if crate::ENABLED => Span::start(name, parent.child_targets(), Role::Child),
+            Some(parent) if ENABLED => Span::start(name, parent.child_targets(), Role::Child),
             _ => Span::noop(),
         }
     }
@@ -120,7 +123,7 @@ impl Span {
         name: impl Into<Cow<'static, str>>,
         parents: impl IntoIterator<Item = &'a Span>,
     ) -> Span {
-        if !crate::ENABLED {
+        if !ENABLED {
             return Span::noop();
         }
         let mut targets = Vec::new();
@@ -144,7 +147,7 @@ impl Span {
     /// ```
     #[inline]
     pub fn enter_with_local_parent(name: impl Into<Cow<'static, str>>) -> Span {
-        if !crate::ENABLED {
+        if !ENABLED {
             return Span::noop();
         }
         match stack::current_targets() {
@@ -169,10 +172,10 @@ impl Span {
     #[inline]
     pub fn set_local_parent(&self) -> LocalParentGuard {
         let epoch = match self.inner.as_ref() {
-            Some(inner) if crate::ENABLED => {
+            Some(inner) if ENABLED => {
                 let targets = inner.child_targets();
                 // Its spans are sent from here, possibly after the root's end.
-                if !global::is_from_this_thread(targets.first().collect_id) {
+                if !collect_id::is_from_this_thread(targets.first().collect_id) {
                     escape::mark_targets(&targets);
                 }
                 stack::push_line(Some(targets), inner.role() != Role::Child)
@@ -246,7 +249,7 @@ impl Span {
         F: FnOnce() -> I,
     {
         if let Some(inner) = self.inner.as_mut() {
-            inner.add_properties(crate::util::properties(properties));
+            inner.add_properties(crate::data::record::properties(properties));
         }
     }
 
@@ -350,6 +353,34 @@ impl Span {
     }
 }
 
+// What only a live span or the thread's local parent can tell.
+impl SpanContext {
+    /// The context of `span`, or `None` for a no-op span. With several
+    /// parents, the first one's trace is used.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let span = Span::noop();
+    /// assert_eq!(SpanContext::from_span(&span), None);
+    /// ```
+    pub fn from_span(span: &Span) -> Option<SpanContext> {
+        span.context()
+    }
+
+    /// The context of the current thread's local parent (the span set with
+    /// [`Span::set_local_parent`], or the innermost open local span under it).
+    ///
+    /// ```
+    /// assert_eq!(minitrace::prelude::SpanContext::current_local_parent(), None);
+    /// ```
+    pub fn current_local_parent() -> Option<SpanContext> {
+        if !ENABLED {
+            return None;
+        }
+        stack::current_context()
+    }
+}
+
 impl Drop for Span {
     #[inline]
     fn drop(&mut self) {
@@ -359,32 +390,6 @@ impl Drop for Span {
             }
             let (spans, end) = (inner.target_count(), inner.end_clock().now());
             queue::submit_with(spans, || Message::Ended(EndedSpan { state: inner, end }));
-        }
-    }
-}
-
-/// Makes a [`Span`] the thread's local parent while alive; see
-/// [`Span::set_local_parent`]. Dropping it sends the local spans recorded
-/// under it to the collector.
-///
-/// ```
-/// use minitrace::prelude::*;
-/// let root = Span::root("request", SpanContext::random());
-/// let guard = root.set_local_parent();
-/// drop(guard);
-/// ```
-#[must_use]
-#[derive(Default)]
-pub struct LocalParentGuard {
-    epoch: Recording<u64>,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl Drop for LocalParentGuard {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(epoch) = self.epoch.take() {
-            stack::close_line(epoch);
         }
     }
 }

@@ -12,7 +12,8 @@ use std::sync::Mutex;
 
 use std::time::Duration;
 
-use crate::collector::{Config, TraceId};
+use crate::data::config::{Config, ALL};
+use crate::data::id::TraceId;
 use crate::util::lock;
 
 /// A root is recorded when its trace id's sampling key (see [`key`]) is
@@ -22,9 +23,6 @@ static ROOT_BOUND: AtomicU64 = AtomicU64::new(0);
 static SETTINGS: Mutex<Settings> = Mutex::new(Settings { enabled: true, reporter_set: false, sampling: ALL });
 /// Mirrors `SETTINGS.enabled`, for [`is_enabled`] without the lock.
 static ENABLED: AtomicBool = AtomicBool::new(true);
-
-/// The bound of a ratio of 1: every key is below it.
-pub(crate) const ALL: u64 = 1 << 63;
 
 struct Settings {
     enabled: bool,
@@ -49,18 +47,6 @@ fn key(trace_id: TraceId) -> u64 {
     (trace_id.0 as u64) >> 1
 }
 
-/// The bound that records `ratio` of the trace ids: clamped to 0..=1; NaN
-/// records none.
-pub(crate) fn bound_of_ratio(ratio: f64) -> u64 {
-    if ratio.is_nan() || ratio <= 0.0 {
-        0
-    } else if ratio >= 1.0 {
-        ALL
-    } else {
-        (ratio * ALL as f64) as u64
-    }
-}
-
 /// Whether a new root of `trace_id` is recorded.
 #[inline(always)]
 pub(crate) fn admits(trace_id: TraceId) -> bool {
@@ -71,7 +57,21 @@ pub(crate) fn admits(trace_id: TraceId) -> bool {
 /// set (head sampling needs one set to leave a trace out).
 #[inline]
 pub(crate) fn refused_for_want_of_a_reporter() -> bool {
-    !crate::collector::global::reporter_is_set() && is_enabled()
+    !reporter_is_set() && is_enabled()
+}
+
+static REPORTER_SET: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans have somewhere to go; roots started before that are no-ops.
+#[inline]
+pub(crate) fn reporter_is_set() -> bool {
+    REPORTER_SET.load(Ordering::Relaxed)
+}
+
+/// Spans have somewhere to go from now on: set by
+/// [`set_reporter`](crate::set_reporter) once the collector thread runs.
+pub(crate) fn mark_reporter_set() {
+    REPORTER_SET.store(true, Ordering::Release);
 }
 
 /// A reporter is set, with this configuration.
@@ -141,12 +141,13 @@ pub fn set_enabled(enabled: bool) {
 /// ```
 #[inline]
 pub fn is_enabled() -> bool {
-    crate::ENABLED && ENABLED.load(Ordering::Relaxed)
+    crate::util::recording::ENABLED && ENABLED.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::config::bound_of_ratio;
 
     #[test]
     fn ratios_bound_the_low_half_of_the_trace_id() {

@@ -8,17 +8,19 @@
 //! its trace is counted as dropped too, rather than waiting for a root that
 //! will never come.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
-use crate::collector::message::{Message, Role};
-use crate::collector::target::Targets;
-use crate::collector::{gate, global, stats};
-use crate::util::{lock, thread_exit};
+use crate::data::batch::Role;
+use crate::data::target::Targets;
+use crate::transport::message::Message;
+use crate::transport::wake::{on_collector_thread, wake_collector};
+use crate::transport::{gate, stats};
+use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
 const RING_CAPACITY: usize = 1 << 14;
@@ -80,10 +82,51 @@ enum Slot {
 }
 
 thread_local! {
-    // Not dropped with the thread-local: see [`thread_exit`]. (Measured:
+    // Not dropped with the thread-local: see [`AtExit`]. (Measured:
     // with a destructor, each access was a call through the key's accessor,
     // and the message was copied once more on the way.)
     static QUEUE: RefCell<ManuallyDrop<Slot>> = const { RefCell::new(ManuallyDrop::new(Slot::Unregistered)) };
+}
+
+/// What a thread leaves behind when it exits. Its span stack and its end of
+/// the collector's ring are thread-locals without destructors, so that the
+/// hot path reaches them as plain thread-local accesses, with no check that
+/// the thread is still alive. This one thread-local has the destructor for
+/// both, and runs their closing in order: local spans still open are closed
+/// and sent into the ring, so are those waiting for their root (what the
+/// local layer registered, see `local::stack`), then the ring is closed.
+struct AtExit {
+    /// Closes the thread's local spans, set when it opens its first line.
+    before_ring_closes: Cell<Option<fn()>>,
+}
+
+thread_local! {
+    static AT_EXIT: AtExit = const { AtExit { before_ring_closes: Cell::new(None) } };
+}
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(close_local) = self.before_ring_closes.get() {
+            close_local();
+        }
+        close_ring();
+    }
+}
+
+/// Makes sure the thread's exit will close what it opened: the first call
+/// on a thread registers that. `false` once the thread's exit has run it
+/// (in a later thread-local destructor): what is opened then would never
+/// be closed, so the caller must not open it.
+#[inline]
+pub(crate) fn thread_exit_armed() -> bool {
+    AT_EXIT.try_with(|_| ()).is_ok()
+}
+
+/// [`thread_exit_armed`], for the thread's local spans: `close_local` runs
+/// at the thread's exit, before the ring closes.
+#[inline]
+pub(crate) fn thread_exit_armed_for(close_local: fn()) -> bool {
+    AT_EXIT.try_with(|at_exit| at_exit.before_ring_closes.set(Some(close_local))).is_ok()
 }
 
 #[inline]
@@ -113,7 +156,7 @@ pub(crate) fn submit_with(spans: usize, make: impl FnOnce() -> Message) {
 #[cold]
 #[inline(never)]
 fn submit_unregistered(slot: &mut Slot, message: Message) {
-    if matches!(slot, Slot::Unregistered) && thread_exit::armed() {
+    if matches!(slot, Slot::Unregistered) && thread_exit_armed() {
         let mut queue = register_thread();
         enqueue(&mut queue, message.span_count(), || message);
         *slot = Slot::Open(queue);
@@ -123,9 +166,9 @@ fn submit_unregistered(slot: &mut Slot, message: Message) {
     }
 }
 
-/// Closes the thread's ring when the thread exits: dropping the producer
-/// abandons it, and the collector removes it once it has filed the rest.
-pub(crate) fn close_ring() {
+/// Closes the thread's ring when the thread exits (see [`AtExit`]):
+/// dropping the producer abandons it, and the collector removes it once it has filed the rest.
+fn close_ring() {
     let _ = QUEUE.try_with(|slot| {
         if let Ok(mut slot) = slot.try_borrow_mut() {
             drop(std::mem::replace(&mut **slot, Slot::Closed));
@@ -155,7 +198,7 @@ fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message
     // A quarter full: wake the collector now rather than at its next
     // interval, so a fast producer is not dropped needlessly.
     if in_flight < WAKE_AT && in_flight + cost >= WAKE_AT {
-        global::wake_collector();
+        wake_collector();
     }
 }
 
@@ -167,14 +210,14 @@ fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message
 #[cold]
 #[inline(never)]
 fn wait_for_room(waited: &mut Option<std::time::Instant>) -> bool {
-    if !gate::waits_when_queue_full() || global::on_collector_thread() {
+    if !gate::waits_when_queue_full() || on_collector_thread() {
         return false;
     }
     let started = *waited.get_or_insert_with(std::time::Instant::now);
     if started.elapsed() > MAX_WAIT {
         return false;
     }
-    global::wake_collector();
+    wake_collector();
     std::thread::sleep(std::time::Duration::from_micros(20));
     true
 }
@@ -291,10 +334,10 @@ pub(crate) fn take_dropped() -> Vec<Dropped> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::message::EndedSpan;
-    use crate::collector::target::Target;
-    use crate::collector::{SpanId, TraceId};
-    use crate::span::SpanState;
+    use crate::data::id::{SpanId, TraceId};
+    use crate::data::span_state::SpanState;
+    use crate::data::target::Target;
+    use crate::transport::message::EndedSpan;
 
     /// A thread-safe span, ended.
     fn message(role: Role) -> Message {
@@ -356,7 +399,7 @@ mod tests {
     fn a_producer_kept_up_with_never_drops() {
         let _serial = lock(&ONE_AT_A_TIME);
         let budget = MAX_SPANS_IN_FLIGHT / (1 + MESSAGE_COST);
-        let before = crate::collector::stats().dropped_queue_full;
+        let before = stats::stats().dropped_queue_full;
         // Three quarters of the budget queued; then, from the same thread,
         // one more message for each one filed, through four budgets' worth:
         // what is in flight never exceeds three quarters of the budget, but
@@ -383,7 +426,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert_eq!(crate::collector::stats().dropped_queue_full, before);
+        assert_eq!(stats::stats().dropped_queue_full, before);
         assert_eq!(filed, 4 * budget);
     }
 

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::local::raw_span::RawSpan;
+use crate::data::raw_span::RawSpan;
 
 /// Span slots (64 bytes each) the shared pool keeps in all: 4 MiB. Buffers
 /// beyond that are freed.

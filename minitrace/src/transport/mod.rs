@@ -1,0 +1,12 @@
+//! The path from traced threads to the collector thread: the messages,
+//! each thread's ring and its exit, the recycled span buffers, the
+//! switches the traced threads read (`gate`), the loss counters (`stats`),
+//! and the doorbell that wakes the collector thread (`wake`). Above the
+//! data, below the local spans, spans and the collector that use it.
+
+pub(crate) mod gate;
+pub(crate) mod message;
+pub(crate) mod queue;
+pub(crate) mod span_buffers;
+pub(crate) mod stats;
+pub(crate) mod wake;
