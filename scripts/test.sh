@@ -15,6 +15,9 @@ if ! bash scripts/jaeger.sh start; then
 fi
 $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 
+# The core's modules in layers: no import cycle, no file over 600 lines.
+python3 scripts/module-check.py
+
 cargo test --workspace --release
 
 # minstant's `fallback-coarse` feature, which no crate of the workspace
