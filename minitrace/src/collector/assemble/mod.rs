@@ -36,6 +36,8 @@ use crate::transport::message::{EndedSpan, Message};
 use crate::transport::{queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
 
+/// Emptied span buffers returned to the pool at once: one lock per this many.
+const RECYCLE_EVERY: usize = 64;
 /// Emptied record vectors of open traces kept for reuse.
 const MAX_SPARE_RECORDS: usize = 1024;
 /// A batch is handed to the reporter once it holds this many spans (at a
@@ -66,7 +68,7 @@ pub(crate) struct Collector {
     now: StdInstant,
     /// The current cycle's anchor, for traces opened in it.
     anchor: Anchor,
-    /// Local span buffers emptied this cycle, returned to the pool at its end.
+    /// Local span buffers emptied and not yet returned to the pool.
     emptied: Vec<Vec<RawSpan>>,
     /// Records of finished traces (and late spans of reported ones), then
     /// the staged trace's.
@@ -206,6 +208,12 @@ impl Collector {
                 parts.role,
                 parts.spans_per_target,
             ),
+        }
+        // Returned during a sweep too, not only at its end: a sweep can last
+        // as long as a producer keeps pushing, and that producer, finding
+        // the pool empty meanwhile, would allocate a buffer per line.
+        if self.emptied.len() >= RECYCLE_EVERY {
+            span_buffers::recycle(&mut self.emptied);
         }
     }
 
