@@ -56,10 +56,11 @@ impl Instant {
     /// read with `now_unordered` on the same thread give its length.
     ///
     /// Where the TSC is used and every core's counter is in step, this is a
-    /// plain `RDTSC` (about half the cost of `RDTSCP` on common CPUs);
-    /// otherwise it is [`Instant::now`]. The price: the CPU may take the
-    /// reading a little before the instructions that precede it complete, so
-    /// it is **not ordered with other threads**, nor with an [`Instant::now`]
+    /// plain `RDTSC`, cheaper than `RDTSCP` as it does not wait for earlier
+    /// instructions (PERFORMANCE.md, "The clock"); otherwise it is
+    /// [`Instant::now`]. The price: the CPU may take the reading a little
+    /// before the instructions that precede it complete, so it is **not
+    /// ordered with other threads**, nor with an [`Instant::now`]
     /// that precedes it on the same thread: it can be earlier than either by
     /// the length of the CPU's out-of-order window (tens of nanoseconds).
     /// Successive `now_unordered` readings on one thread do not go backwards.
@@ -239,8 +240,8 @@ pub struct Anchor {
     /// The clock's tick length in nanoseconds as a 0.64 fixed-point
     /// fraction, copied from the clock where a tick is shorter than a
     /// nanosecond (any TSC above 1 GHz), 0 otherwise: so that a conversion
-    /// is one multiply, without asking the clock (measured: ~5 % less
-    /// collector CPU for a traced request of 10 spans).
+    /// is one multiply, without asking the clock
+    /// (PERFORMANCE.md, "The collector: making records").
     tick_fraction_q64: u64,
 }
 

@@ -51,7 +51,7 @@
 //! | [`Instant::now_unordered`] on the TSC | one `RDTSC` (or as `now`, where cores' counters are not in step) |
 //! | either, on the fallback | a `clock_gettime(CLOCK_MONOTONIC)` call, as `std::time::Instant::now` makes (`CLOCK_MONOTONIC_COARSE` with the feature `fallback-coarse`) |
 //! | [`elapsed`](Instant::elapsed), [`as_unix_nanos`](Instant::as_unix_nanos) | a reading (for `elapsed`) and one fixed-point multiplication from ticks to nanoseconds |
-//! | the first reading in the process | detection and calibration, about 2–3 ms, once |
+//! | the first reading in the process | detection and calibration, a few milliseconds, once |
 //!
 //! `cargo run --release --example clock` in this crate's repository prints
 //! the chosen source and what a reading costs on your machine, beside
@@ -71,8 +71,8 @@
 //!
 //! # When the TSC is used
 //!
-//! The first reading in a process detects and calibrates the clock (about
-//! 2–3 ms, once; see [`clock_info`]). The TSC is used only when all of these
+//! The first reading in a process detects and calibrates the clock (a few
+//! milliseconds, once; see [`clock_info`]). The TSC is used only when all of these
 //! hold, and `CLOCK_MONOTONIC` (never the wall clock) is read otherwise:
 //!
 //! - x86 or x86_64 Linux, with `constant_tsc`, `nonstop_tsc` and `rdtscp` in
@@ -85,8 +85,8 @@
 //! - the environment variable `MINSTANT_CLOCK` is not `monotonic` (an
 //!   operator's switch to rule the TSC out).
 //!
-//! Calibration takes about 2.5 ms on two cores, plus a few hundred
-//! microseconds per further core; on a machine so loaded that the helpers
+//! Calibration lasts its rate window plus a short exchange per further core
+//! (PERFORMANCE.md, "The clock"); on a machine so loaded that the helpers
 //! cannot run for 2 s it gives up and the OS clock is used; on a
 //! busy one it settles for fewer round trips (looser, still valid bounds).
 //!

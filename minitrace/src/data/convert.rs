@@ -53,13 +53,9 @@ pub(crate) fn convert(
     events: &mut Vec<(SpanId, EventRecord)>,
     emptied: &mut Vec<Vec<RawSpan>>,
 ) {
-    // What a batch owns is taken out and converted by value: moving fields
-    // out of an owned span needs no drop call per span, and draining an
-    // owned vector keeps it in registers (measured: converted where they
-    // lay, behind a reference, local spans cost the collector half as much
-    // again). The rest stays where it lies: copying a whole thread-safe
-    // span's message out of its ring slot first cost the collector a sixth
-    // more per span (1 000 spans ended on another thread).
+    // What a batch owns is taken out and converted by value, with no drop
+    // call per span; the rest stays where it lies, in its ring slot
+    // (PERFORMANCE.md, "The collector: making records").
     match part {
         Part::Ended(state, end) => convert_ended(state, end, target, anchor, out, events),
         Part::Batch(Batch::Local { spans, events: has_events }) => {
@@ -71,9 +67,8 @@ pub(crate) fn convert(
                 }
             } else {
                 // The common case, spans only: `extend` over a drain builds
-                // each record in place in `out` (measured: a loop of `push`
-                // built it on the stack and copied it, a tenth more
-                // collector CPU per span).
+                // each record in place in `out`
+                // (PERFORMANCE.md, "Building values where they live").
                 out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, anchor)));
             }
             emptied.push(spans);
@@ -98,13 +93,9 @@ fn convert_ended(
 ) {
     let begin = state.begin().as_unix_nanos(anchor);
     let duration_ns = end.as_unix_nanos(anchor).saturating_sub(begin);
-    // Built in place in `out`: `extend` makes room before the record is
-    // made, where `push` made it on the stack in 8-byte pieces and copied it
-    // on 16 bytes at a time after its capacity check, a store-forwarding
-    // stall per piece (measured: ~3 ns per span ended on another thread).
-    // Two arms, each one expression: one record expression for both, with
-    // the extras' parts defaulted for the common span, was built on the
-    // stack again (measured: twice the collector's time per such span).
+    // Built in place in `out` by `extend`, in two arms of one expression
+    // each, so that no record is built on the stack and copied
+    // (PERFORMANCE.md, "Building values where they live").
     match state.take_extra() {
         None => out.extend(std::iter::once_with(|| SpanRecord {
             trace_id: target.trace_id(),

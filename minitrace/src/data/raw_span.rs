@@ -10,8 +10,8 @@ use crate::data::record::Property;
 /// of zero length with the id [`EVENT`], whose parent is the span they
 /// belong to.
 ///
-/// 64 bytes, a cache line's worth: the collector reads every span a traced
-/// thread wrote, so each line crossing between cores counts.
+/// 64 bytes, a cache line's worth, as the collector reads every span a
+/// traced thread wrote (PERFORMANCE.md, "One cache line per span").
 #[derive(Debug, Clone)]
 pub(crate) struct RawSpan {
     pub(crate) id: SpanId,

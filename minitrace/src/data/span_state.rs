@@ -1,12 +1,9 @@
 //! A recording [`Span`](crate::Span)'s state, in one cache line.
 //!
-//! A `Span` handed to another thread is written on one core and read on
-//! another, and every cache line of it crosses between them. The common
-//! span (a static name, one parent, no properties or events) fits in 64
-//! bytes; anything else goes to an [`Extra`] allocated when first needed.
-//! (Measured with 1 000 spans handed to another thread, together with
-//! sending the state as it is to the collector: from 128 bytes to 64, the
-//! making thread spends ~12 ns less per span, the ending one ~6 ns less.)
+//! The common span (a static name, one parent, no properties or events)
+//! fits in 64 bytes; anything else goes to an [`Extra`] allocated when first
+//! needed. One line, as every line of a `Span` handed to another thread
+//! crosses between cores (PERFORMANCE.md, "One cache line per span").
 
 use std::borrow::Cow;
 use std::ptr::NonNull;
@@ -83,11 +80,8 @@ impl SpanState {
         if owned_name.is_some() || !more.is_empty() {
             *extra.get_mut_or_default() = Extra { name: owned_name, more_targets: more, ..Extra::default() };
         }
-        // One expression, every field from a register: a state finished
-        // field by field after it was made was built on the stack and
-        // copied to its place in pieces of other sizes than it was written
-        // in, a store-forwarding stall each (measured: ~8 ns less per span
-        // made, 1 000 spans made for another thread to end).
+        // One expression, every field from a register, not finished field by
+        // field (PERFORMANCE.md, "Building values where they live").
         SpanState {
             id: SpanId::random(),
             begin,
@@ -126,10 +120,9 @@ impl SpanState {
     /// ordered one for a span that may have started on another thread.
     /// The cheaper reading is not ordered with ordered ones: a thread-safe
     /// child or an event ended just before the root may appear to end up
-    /// to a fraction of a microsecond after it.
-    /// (Measured, a ~1 µs request of 1 root and 9 local spans: the ordered
-    /// read waits for all the work still in flight, ~50 ns per request when
-    /// the CPU can overlap its steps, ~30-40 ns when they are chained.)
+    /// to a fraction of a microsecond after it. The cheaper reading wherever
+    /// it will do, as the ordered one waits for all the work still in flight
+    /// (PERFORMANCE.md, "Which reading ends a span").
     #[inline]
     pub(crate) fn end_clock(&self) -> Clock {
         match self.role {

@@ -74,11 +74,10 @@ impl SpanQueue {
         }
         let index = self.spans.len();
         let (id, parent_id) = (SpanId(self.id_base + index as u64), self.current);
-        // Written in place: `push` builds the span on the stack before its
-        // capacity check and then copies it, and reading back what was just
-        // stored in smaller pieces stalls (measured: a fifth of a local
-        // span's cost in a caller's crate). Through a pointer, as indexing
-        // the spare capacity would check again the bound `make_room` did.
+        // Written in place, as `push` builds the span on the stack and copies
+        // it (PERFORMANCE.md, "Building values where they live"). Through a
+        // pointer, as indexing the spare capacity would check again the bound
+        // `make_room` did.
         let span = RawSpan::begin(id, parent_id, name, Clock::SameThread.now());
         // SAFETY: `make_room` left room for this entry within the buffer's
         // capacity (`room` never exceeds it), so the slot is allocated and
@@ -129,9 +128,8 @@ impl SpanQueue {
     /// Everything recorded, and how many of the entries are spans (not
     /// events); spans still open are closed now.
     pub(crate) fn take_all(&mut self) -> (Vec<RawSpan>, usize) {
-        // Found by a pass, once per batch over spans still in cache, rather
-        // than counted as spans open and close: that count cost every span
-        // two read-modify-writes between the steps it times.
+        // Found by one pass per batch, not counted at every open and close
+        // (PERFORMANCE.md, "Local spans").
         if let Some(first_open) = self.spans.iter().position(RawSpan::is_open) {
             let now = Clock::SameThread.now();
             for span in self.spans[first_open..].iter_mut().filter(|span| span.is_open()) {

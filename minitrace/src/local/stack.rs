@@ -58,10 +58,8 @@ impl SpanLine {
 }
 
 /// Where a local span lives: its line's epoch and its index in the line's
-/// queue, in one word. Small enough for a [`LocalSpan`](crate::local::LocalSpan)
-/// to be passed and returned in registers: a larger handle went through the
-/// stack, and reading it back stalled every span (measured: a quarter of
-/// the cost of a local span in a caller's crate).
+/// queue, in one word, so that a [`LocalSpan`](crate::local::LocalSpan) is
+/// passed and returned in registers (PERFORMANCE.md, "Local spans").
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LocalSpanHandle(NonZeroU64);
 
@@ -162,10 +160,8 @@ pub(crate) fn take_line(epoch: u64) -> Option<(Vec<RawSpan>, usize)> {
     finish_line(epoch, |line| line.queue.take_all())
 }
 
-/// Runs `f` on a line where it lies, then removes the line: moved out whole
-/// first, the line was copied through the stack several times, in pieces
-/// read back in other sizes than they were written in, a store-forwarding
-/// stall each.
+/// Runs `f` on a line where it lies, then removes the line: not moved out
+/// first (PERFORMANCE.md, "Building values where they live").
 #[inline]
 fn finish_line<R>(epoch: u64, f: impl FnOnce(&mut SpanLine) -> R) -> Option<R> {
     with_stack(|stack| {

@@ -333,11 +333,8 @@ impl Span {
         }
     }
 
-    // Always inlined, as are its callers: a `Span` returned from a call
-    // was built in the callee's frame and copied out, and the copy read
-    // back what was just written in other pieces, a store-forwarding stall
-    // (measured: an eighth of the cost of making a `Span` that another
-    // thread ends).
+    // Always inlined, as are its callers, so that no `Span` is copied out of
+    // a callee's frame (PERFORMANCE.md, "Building values where they live").
     #[inline(always)]
     fn start(name: impl Into<Cow<'static, str>>, targets: Targets, role: Role) -> Span {
         // The parent comes from each target, so it is left to the collector.

@@ -10,10 +10,8 @@ use crate::data::target::Targets;
 /// What a traced thread sends to the collector thread.
 pub(crate) enum Message {
     /// A thread-safe span, as it was kept, and its end: moved whole into
-    /// the queue, and read from there by the collector (measured: taken
-    /// apart into a raw span on the ending thread, its pieces were copied
-    /// on through the stack, and making and ending a span on one thread
-    /// cost ~4 ns more).
+    /// the queue and read there by the collector, not taken apart on the
+    /// ending thread (PERFORMANCE.md, "Thread-safe spans").
     Ended(EndedSpan),
     Parts(Parts),
 }

@@ -82,9 +82,8 @@ enum Slot {
 }
 
 thread_local! {
-    // Not dropped with the thread-local: see [`AtExit`]. (Measured:
-    // with a destructor, each access was a call through the key's accessor,
-    // and the message was copied once more on the way.)
+    // Not dropped with the thread-local (see [`AtExit`]): a destructor made
+    // every access a call (PERFORMANCE.md, "The per-thread ring").
     static QUEUE: RefCell<ManuallyDrop<Slot>> = const { RefCell::new(ManuallyDrop::new(Slot::Unregistered)) };
 }
 
@@ -135,10 +134,8 @@ pub(crate) fn submit(message: Message) {
 }
 
 /// Queues the message `make` returns, which will yield `spans` records:
-/// made where it is queued, rather than copied there from where it was
-/// made (measured: copying a thread-safe span's message on from the stack
-/// read back, 16 bytes at a time, what had just been written in other
-/// pieces, a store-forwarding stall each, ~4 ns per span).
+/// made in its ring slot, not copied there from the stack
+/// (PERFORMANCE.md, "Building values where they live").
 #[inline]
 pub(crate) fn submit_with(spans: usize, make: impl FnOnce() -> Message) {
     let _ = QUEUE.try_with(|slot| match slot.try_borrow_mut() {

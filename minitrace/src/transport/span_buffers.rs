@@ -1,8 +1,7 @@
 //! Recycled span buffers. A line's `Vec<RawSpan>` is filled on a traced
-//! thread and emptied on the collector thread; instead of freeing it there
-//! (a cross-thread free, which contends on the allocator's locks with the
-//! thread that allocates the next one), the collector returns emptied
-//! buffers to a shared pool, and traced threads take them back in batches.
+//! thread and emptied on the collector thread, which returns it to a shared
+//! pool, not to the allocator from the wrong thread; traced threads take
+//! them back in batches (PERFORMANCE.md, "Recycled span buffers").
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,9 +35,8 @@ thread_local! {
 
 /// An empty buffer, recycled when one is available.
 ///
-/// Inlined, so that the buffer comes back in registers: returned through
-/// memory, it was written there in 8-byte pieces and read back 16 bytes at
-/// a time, a store-forwarding stall on every line's first span.
+/// Inlined, so that the buffer comes back in registers, not through memory
+/// (PERFORMANCE.md, "Building values where they live").
 #[inline]
 pub(crate) fn take() -> Vec<RawSpan> {
     CACHE
@@ -90,10 +88,9 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
         return;
     }
     let mut pool = crate::util::lock(&POOL);
-    // Sorted out where they lie, then added in one copy: pushed one by one
-    // into the pool, whose memory the traced threads last read, each store
-    // waited for its line to come back (perf, 10-span requests: recycling
-    // from 2.9 % of the collector's samples to 1.2 %).
+    // Sorted out where they lie, then added in one copy, not pushed one by
+    // one into lines the traced threads last read
+    // (PERFORMANCE.md, "Recycled span buffers").
     let mut pooled = pool.capacity;
     buffers.retain_mut(|buffer| {
         let capacity = buffer.capacity();

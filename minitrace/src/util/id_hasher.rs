@@ -2,9 +2,8 @@
 
 /// Collect ids are already well spread (sequential within per-thread
 /// blocks), and span ids random or sequential from a random base, so hashing
-/// them is one multiply instead of SipHash: a lossy trace, whose records are
-/// all looked up to find orphans, must not cost the collector much more
-/// than a whole one, or losing spans makes it lose more.
+/// them is one multiply instead of SipHash, as a lossy trace looks up every
+/// record (PERFORMANCE.md, "The collector: filing").
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
 

@@ -41,17 +41,14 @@ const RECYCLE_EVERY: usize = 64;
 /// Emptied record vectors of open traces kept for reuse.
 const MAX_SPARE_RECORDS: usize = 1024;
 /// A batch is handed to the reporter once it holds this many spans (at a
-/// trace's end, so a trace is never split for it): ~0.5 MiB of records, so
-/// that they are still in cache when they are built, reported and dropped.
-/// A whole cycle's records in one vector, megabytes at high rates, would be
-/// written, read and dropped from memory: measured, a sixth more collector
-/// CPU per span.
+/// trace's end, so a trace is never split for it), so that its records are
+/// still in cache when they are built, reported and dropped
+/// (PERFORMANCE.md, "The collector: batches to the reporter").
 const REPORT_BATCH: usize = 4096;
 /// Records of a trace worth moving between vectors one by one; a larger
 /// trace's vector is swapped whole instead, which needs it to start at the
-/// front of the outbox (measured: with 1 000 spans ended on another thread
-/// than their root, each record was moved twice, and the collector spent a
-/// fifth more per span).
+/// front of the outbox, so that no large trace's records move twice
+/// (PERFORMANCE.md, "The collector: filing").
 const MOVE_LIMIT: usize = 64;
 
 pub(crate) struct Collector {
@@ -196,9 +193,8 @@ impl Collector {
     fn file(&mut self, message: &mut Message) {
         match message {
             Message::Ended(EndedSpan { state, end }) => {
-                // Converted from where it lies: taken apart into a raw span
-                // first, its pieces were copied on 16 bytes at a time from
-                // 8-byte writes, a store-forwarding stall each.
+                // Converted from where it lies, not taken apart into a raw
+                // span first (PERFORMANCE.md, "Building values where they live").
                 let (targets, role) = (state.targets(), state.role());
                 self.file_part(Part::Ended(state, *end), &targets, role, 1);
             }
@@ -209,9 +205,8 @@ impl Collector {
                 parts.spans_per_target,
             ),
         }
-        // Returned during a sweep too, not only at its end: a sweep can last
-        // as long as a producer keeps pushing, and that producer, finding
-        // the pool empty meanwhile, would allocate a buffer per line.
+        // Returned during a sweep too, as a long sweep left a producer
+        // allocating a buffer per line (PERFORMANCE.md, "Recycled span buffers").
         if self.emptied.len() >= RECYCLE_EVERY {
             span_buffers::recycle(&mut self.emptied);
         }
@@ -271,8 +266,8 @@ impl Collector {
 
     fn add_part(&mut self, part: Part<'_>, target: &Target, spans: usize) {
         // Asked for all at once as soon as the batch arrives, so that the
-        // misses on spans written on another core overlap (measured: ~8 %
-        // less collector CPU per 10-span request, ~15 % per 101-span trace).
+        // misses on spans written on another core overlap (PERFORMANCE.md,
+        // "The collector: filing").
         if let Part::Batch(Batch::Local { spans, .. }) = &part {
             prefetch(spans);
         }
@@ -281,13 +276,10 @@ impl Collector {
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
             let one_span = matches!(part, Part::Ended(..));
             staged.trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
-            // A trace growing span by span (thread-safe spans ended one by
-            // one, often on several threads, so that other traces come in
-            // between) is brought to the front of the outbox while it is
-            // still small to move, so that it can be unstaged or finished
-            // by a swap. A batch of local spans is left where it is: its
-            // root usually comes next, from the same thread, and moving it
-            // would cost a copy and a report call for nothing.
+            // A trace growing span by span moves to the front of the outbox
+            // while still small, to be moved on later by a swap; a local
+            // batch stays, as its root usually comes next (PERFORMANCE.md,
+            // "The collector: filing").
             if one_span && staged.first > 0 && self.outbox.len() - staged.first >= MOVE_LIMIT {
                 self.report();
             }
@@ -339,9 +331,8 @@ impl Collector {
         // where the root is converted last: it is the last record, where
         // orphans and stray events go.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == target.collect_id) {
-            // The usual case, finished from where the trace lies: moved out
-            // whole first, it was copied through the stack in pieces read
-            // back in other sizes, a store-forwarding stall each.
+            // The usual case, finished from where the trace lies, not moved
+            // out first (PERFORMANCE.md, "Building values where they live").
             let (first, lossy) = (staged.first, staged.trace.lossy);
             let mut events = std::mem::take(&mut staged.trace.events);
             let spare = std::mem::take(&mut staged.trace.records);
@@ -539,8 +530,7 @@ fn reparent(record: &mut SpanRecord, root: SpanId) {
 }
 
 /// Asks for a batch's spans, written on another core, all at once, so that
-/// the cache misses overlap instead of being paid one by one (measured: a
-/// tenth less CPU per traced request).
+/// the cache misses overlap (PERFORMANCE.md, "The collector: filing").
 #[inline]
 fn prefetch(spans: &[RawSpan]) {
     #[cfg(target_arch = "x86_64")]
