@@ -29,6 +29,10 @@ pub struct Stats {
     /// Spans of traces that the latency threshold
     /// ([`Config::report_slow_traces_only`](crate::collector::Config::report_slow_traces_only))
     /// or [`cancel`](crate::Span::cancel) chose not to report. Not a loss.
+    /// Counted where the choice was made: on the traced thread for a root
+    /// that ended there, else on the collector. Roots left out by head
+    /// sampling or begun with recording switched off record nothing, so
+    /// nothing of them is counted.
     pub spans_sampled_out: u64,
     /// Root spans started while no reporter was set (they and their children
     /// are never recorded).
