@@ -75,6 +75,10 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
 /// reporter is set, and when called from a reporter (on the collector
 /// thread), where waiting would deadlock.
 ///
+/// One exception: a root's local spans wait on their thread for the root's
+/// end there; if the root was moved to another thread and ended there, they
+/// follow when their thread next records a trace, calls `flush`, or exits.
+///
 /// ```
 /// minitrace::flush();
 /// ```
