@@ -22,7 +22,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     let end = Clock::SameThread.now();
     let collect_id = root.collect_id();
     let waiting = parked::take(collect_id);
-    if root.role() == Role::Root && gate::slow_enough(end.saturating_duration_since(root.begin())) {
+    if root.role() == Role::Root && gate::slow_enough(root.begin(), end) {
         if let Some(waiting) = waiting {
             queue::submit(waiting.into_message());
         }

@@ -12,6 +12,8 @@ use std::sync::Mutex;
 
 use std::time::Duration;
 
+use minstant::Instant;
+
 use crate::data::config::{Config, ALL};
 use crate::data::id::TraceId;
 use crate::util::lock;
@@ -101,11 +103,12 @@ pub(crate) fn waits_when_queue_full() -> bool {
 static SLOW_THRESHOLD_NANOS: AtomicU64 = AtomicU64::new(0);
 static PARKING: AtomicBool = AtomicBool::new(true);
 
-/// Whether a root that lasted `duration` is reported.
+/// Whether a root from `begin` to `end` is reported. Its length is worked
+/// out only when a threshold is set: kept roots do not pay the conversion.
 #[inline]
-pub(crate) fn slow_enough(duration: Duration) -> bool {
+pub(crate) fn slow_enough(begin: Instant, end: Instant) -> bool {
     let threshold = SLOW_THRESHOLD_NANOS.load(Ordering::Relaxed);
-    threshold == 0 || duration >= Duration::from_nanos(threshold)
+    threshold == 0 || end.saturating_duration_since(begin) >= Duration::from_nanos(threshold)
 }
 
 /// Whether local spans may wait on their thread for their root's end.
