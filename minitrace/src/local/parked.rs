@@ -12,7 +12,6 @@
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 
-use crate::data::batch::{Batch, Role};
 use crate::data::escape;
 use crate::data::raw_span::RawSpan;
 use crate::data::target::{Target, Targets};
@@ -30,13 +29,7 @@ pub(crate) struct Parked {
 impl Parked {
     /// The batch as the message a guard would have sent.
     pub(crate) fn into_message(self) -> Message {
-        let events = self.count < self.spans.len();
-        Message::new(
-            Batch::Local { spans: self.spans, events },
-            Targets::One(self.target),
-            Role::Child,
-            self.count,
-        )
+        Message::local_batch(self.spans, self.count, Targets::One(self.target))
     }
 }
 

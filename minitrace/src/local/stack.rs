@@ -8,8 +8,6 @@ use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 
-use crate::data::batch::{Batch, Role};
-use crate::data::collect_id;
 use crate::data::context::SpanContext;
 use crate::data::escape;
 use crate::data::raw_span::{RawSpan, LINE_PARENT};
@@ -38,19 +36,12 @@ impl SpanLine {
         let (spans, count) = self.queue.take_all();
         match self.targets.take() {
             // Under a root of this thread: waits there for the root's end.
-            Some(Targets::One(target))
-                if self.parks
-                    && !spans.is_empty()
-                    && gate::parking()
-                    && collect_id::is_from_this_thread(target.collect_id) =>
-            {
+            Some(Targets::One(target)) if self.parks && !spans.is_empty() && gate::parking() => {
                 parked::park(target, spans, count);
             }
             Some(targets) if !spans.is_empty() => {
                 escape::mark_targets(&targets);
-                let events = count < spans.len();
-                let batch = Batch::Local { spans, events };
-                queue::submit_with(count, || Message::new(batch, targets, Role::Child, count));
+                queue::submit_with(count, || Message::local_batch(spans, count, targets));
             }
             _ => span_buffers::give_back_locally(spans),
         }

@@ -174,11 +174,13 @@ impl Span {
         let epoch = match self.inner.as_ref() {
             Some(inner) if ENABLED => {
                 let targets = inner.child_targets();
-                // Its spans are sent from here, possibly after the root's end.
-                if !collect_id::is_from_this_thread(targets.first().collect_id) {
+                let root_of_this_thread = collect_id::is_from_this_thread(targets.first().collect_id);
+                if !root_of_this_thread {
+                    // Its spans are sent from here, possibly after the root's end.
                     escape::mark_targets(&targets);
                 }
-                stack::push_line(Some(targets), inner.role() != Role::Child)
+                // Only a root's own line on its thread waits for the root's end.
+                stack::push_line(Some(targets), root_of_this_thread && inner.role() != Role::Child)
             }
             _ => None,
         };

@@ -4,6 +4,7 @@
 use minstant::Instant;
 
 use crate::data::batch::{Batch, Role};
+use crate::data::raw_span::RawSpan;
 use crate::data::span_state::SpanState;
 use crate::data::target::Targets;
 
@@ -41,6 +42,13 @@ impl Message {
     /// as they were recorded rather than by a pass over the batch.
     pub(crate) fn new(batch: Batch, targets: Targets, role: Role, spans_per_target: usize) -> Message {
         Message::Parts(Parts { batch, targets, role, spans_per_target })
+    }
+
+    /// A line's local spans for `targets`, `count` of them spans (the rest
+    /// events): what a local parent guard sends.
+    pub(crate) fn local_batch(spans: Vec<RawSpan>, count: usize, targets: Targets) -> Message {
+        let events = count < spans.len();
+        Message::new(Batch::Local { spans, events }, targets, Role::Child, count)
     }
 
     /// The records this message will yield: one per span and target.
