@@ -29,6 +29,8 @@
 //! in it while the smaller messages around it still fit: `a.local.span`
 //! then arrives without its parent. The other traces stay on one thread.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -194,17 +196,7 @@ fn produce(sender: mpsc::Sender<(Span, Span)>, receiver: mpsc::Receiver<(Span, S
 /// One round: every thread starts `TRACES_PER_ROUND` traces and hands
 /// every other one to the next thread to finish.
 fn run_round() {
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel()).unzip();
-    let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
-    let workers: Vec<_> = senders
-        .into_iter()
-        .enumerate()
-        .map(|(i, sender)| {
-            let receiver = receivers[(i + 1) % THREADS].take().unwrap();
-            std::thread::spawn(move || produce(sender, receiver))
-        })
-        .collect();
-    workers.into_iter().for_each(|worker| worker.join().unwrap());
+    common::in_a_ring(THREADS, |_, sender, receiver| produce(sender, receiver));
 }
 
 /// Flushes until the `made` spans are all reported or counted as dropped

@@ -68,18 +68,12 @@ fn every_span_is_reported_once_or_counted() {
     let spans = common::reported();
     let before = minitrace::collector::stats();
 
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel()).unzip();
-    let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
-    let workers: Vec<_> = senders
-        .into_iter()
-        .enumerate()
-        .map(|(i, sender)| {
-            // Each thread sends its handed-off children to the next thread.
-            let receiver = receivers[(i + 1) % THREADS].take().unwrap();
-            std::thread::spawn(move || produce(sender, receiver))
-        })
-        .collect();
-    let traces: HashSet<TraceId> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    // Each thread sends its handed-off children to a neighbour.
+    let traces: HashSet<TraceId> =
+        common::in_a_ring(THREADS, |_, sender, receiver| produce(sender, receiver))
+            .into_iter()
+            .flatten()
+            .collect();
     minitrace::flush();
 
     let after = minitrace::collector::stats();

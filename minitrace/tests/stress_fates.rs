@@ -258,18 +258,10 @@ fn every_trace_meets_its_fate_whole_and_every_span_is_counted() {
         })
     };
 
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel()).unzip();
-    let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
-    let producers: Vec<_> = senders
-        .into_iter()
-        .enumerate()
-        .map(|(i, next)| {
-            // Each thread hands its children and moved roots to a neighbour.
-            let mine = receivers[(i + 1) % THREADS].take().unwrap();
-            std::thread::spawn(move || produce(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1), next, mine))
-        })
-        .collect();
-    let logs: Vec<Log> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+    // Each thread hands its children and moved roots to a neighbour.
+    let logs: Vec<Log> = common::in_a_ring(THREADS, |i, next, mine| {
+        produce(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1), next, mine)
+    });
     stop.store(true, Ordering::Relaxed);
     let flips = flipper.join().unwrap();
     minitrace::set_enabled(true);

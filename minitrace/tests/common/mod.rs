@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{mpsc, Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -47,4 +47,24 @@ pub fn assert_linked<'a>(records: impl IntoIterator<Item = &'a SpanRecord>) {
     assert_eq!(ids.len(), records.len(), "duplicate span ids");
     let roots = records.iter().filter(|r| !ids.contains(&r.parent_id)).count();
     assert_eq!(roots, 1, "expected exactly one root in {records:#?}");
+}
+
+/// Runs `threads` threads in a ring: thread `i` gets the sender of channel
+/// `i` and the receiver of channel `i + 1` (wrapping), so each hands things
+/// to a neighbour. Returns what each returned, in order.
+pub fn in_a_ring<T: Send + 'static, R: Send + 'static>(
+    threads: usize,
+    work: impl Fn(usize, mpsc::Sender<T>, mpsc::Receiver<T>) -> R + Send + Clone + 'static,
+) -> Vec<R> {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..threads).map(|_| mpsc::channel()).unzip();
+    let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
+    let workers: Vec<_> = senders
+        .into_iter()
+        .enumerate()
+        .map(|(i, sender)| {
+            let (receiver, work) = (receivers[(i + 1) % threads].take().unwrap(), work.clone());
+            std::thread::spawn(move || work(i, sender, receiver))
+        })
+        .collect();
+    workers.into_iter().map(|worker| worker.join().unwrap()).collect()
 }
