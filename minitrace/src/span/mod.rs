@@ -169,22 +169,26 @@ impl Span {
     /// let _guard = root.set_local_parent();
     /// let _step = LocalSpan::enter_with_local_parent("step");
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn set_local_parent(&self) -> LocalParentGuard {
+        // The no-op case inline; the line's opening is a call.
         let epoch = match self.inner.as_ref() {
-            Some(inner) if ENABLED => {
-                let targets = inner.child_targets();
-                let root_of_this_thread = collect_id::is_from_this_thread(targets.first().collect_id);
-                if !root_of_this_thread {
-                    // Its spans are sent from here, possibly after the root's end.
-                    escape::mark_targets(&targets);
-                }
-                // Only a root's own line on its thread waits for the root's end.
-                stack::push_line(Some(targets), root_of_this_thread && inner.role() != Role::Child)
-            }
+            Some(inner) if ENABLED => Span::open_line_under(inner),
             _ => None,
         };
         LocalParentGuard { epoch: recording(epoch), _not_send: PhantomData }
+    }
+
+    #[inline]
+    fn open_line_under(inner: &SpanState) -> Option<u64> {
+        let targets = inner.child_targets();
+        let root_of_this_thread = collect_id::is_from_this_thread(targets.first().collect_id);
+        if !root_of_this_thread {
+            // Its spans are sent from here, possibly after the root's end.
+            escape::mark_targets(&targets);
+        }
+        // Only a root's own line on its thread waits for the root's end.
+        stack::push_line(Some(targets), root_of_this_thread && inner.role() != Role::Child)
     }
 
     /// Adds a property (the closure runs only for a recording span).
@@ -381,8 +385,19 @@ impl SpanContext {
 }
 
 impl Drop for Span {
-    #[inline]
+    // Inlined: a no-op span's drop is one test in the caller.
+    #[inline(always)]
     fn drop(&mut self) {
+        if self.inner.is_some() {
+            self.end_recording();
+        }
+    }
+}
+
+impl Span {
+    // Out of line, so that the drop glue around it stays small enough to inline.
+    #[inline(never)]
+    fn end_recording(&mut self) {
         if let Some(inner) = self.inner.take() {
             if fate::ends_here(&inner) {
                 return fate::end_root_here(inner);

@@ -41,6 +41,11 @@ impl<T> Nothing<T> {
     }
 
     #[inline(always)]
+    pub(crate) fn is_some(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
     pub(crate) fn as_ref(&self) -> Option<&T> {
         None
     }
