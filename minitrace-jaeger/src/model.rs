@@ -6,7 +6,7 @@
 //! wherever it lands. Batches are then cut from those bytes, which makes the
 //! size of each message known before it is written.
 
-use minitrace::collector::SpanRecord;
+use minitrace::collector::{SpanRecord, SpanStatus, LINK_KEY};
 
 use crate::thrift::{Binary, Compact, Protocol, Type};
 
@@ -130,6 +130,20 @@ pub(crate) fn process<P: Protocol>(w: &mut P, process: &Process) {
     w.struct_end();
 }
 
+/// A `SpanRef`'s reference types.
+const CHILD_OF: i32 = 0;
+const FOLLOWS_FROM: i32 = 1;
+
+/// Writes one `SpanRef` struct.
+fn span_ref<P: Protocol>(w: &mut P, ref_type: i32, trace_low: i64, trace_high: i64, span_id: u64) {
+    w.struct_begin();
+    w.field_i32(1, ref_type);
+    w.field_i64(2, trace_low);
+    w.field_i64(3, trace_high);
+    w.field_i64(4, span_id as i64);
+    w.struct_end();
+}
+
 /// Writes one `Span` struct.
 fn span<P: Protocol>(w: &mut P, span: &SpanRecord, detail: Detail) {
     let limit = match detail {
@@ -151,27 +165,43 @@ fn span<P: Protocol>(w: &mut P, span: &SpanRecord, detail: Detail) {
     w.field_i64(3, span.span_id.0 as i64);
     w.field_i64(4, span.parent_id.0 as i64);
     w.field_string(5, cut(&span.name, limit));
-    if span.parent_id.0 != 0 {
+    // Links are FOLLOWS_FROM references; few spans have any, so look first.
+    let has_links = span.properties.iter().any(|(key, _)| key == LINK_KEY);
+    let links = if has_links { span.links() } else { Vec::new() };
+    let references = usize::from(span.parent_id.0 != 0) + links.len();
+    if references > 0 {
         w.field(6, Type::List);
-        w.list_begin(Type::Struct, 1);
-        w.struct_begin(); // SpanRef
-        w.field_i32(1, 0); // CHILD_OF
-        w.field_i64(2, trace_low);
-        w.field_i64(3, trace_high);
-        w.field_i64(4, span.parent_id.0 as i64);
-        w.struct_end();
+        w.list_begin(Type::Struct, references);
+        if span.parent_id.0 != 0 {
+            span_ref(w, CHILD_OF, trace_low, trace_high, span.parent_id.0);
+        }
+        for link in &links {
+            span_ref(
+                w,
+                FOLLOWS_FROM,
+                link.trace_id.0 as u64 as i64,
+                (link.trace_id.0 >> 64) as u64 as i64,
+                link.span_id.0,
+            );
+        }
     }
     w.field_i32(7, 1); // sampled
     w.field_i64(8, start_us as i64);
     w.field_i64(9, (end_us - start_us) as i64);
 
     let properties: &[_] = if detail == Detail::Bare { &[] } else { &span.properties };
-    let tags = properties.len() + usize::from(truncated);
+    let tag_of = |(key, _): &&(_, _)| !has_links || key != LINK_KEY;
+    // Jaeger's own mark of a failed span, beside OpenTelemetry's status tags.
+    let error = detail != Detail::Bare && matches!(span.status(), SpanStatus::Error(_));
+    let tags = properties.iter().filter(tag_of).count() + usize::from(truncated) + usize::from(error);
     if tags > 0 {
         w.field(10, Type::List);
         w.list_begin(Type::Struct, tags);
-        for (key, value) in properties {
+        for (key, value) in properties.iter().filter(tag_of) {
             string_tag(w, cut(key, limit), cut(value, limit));
+        }
+        if error {
+            bool_tag(w, "error", true);
         }
         if truncated {
             bool_tag(w, TRUNCATED_TAG, true);

@@ -500,3 +500,44 @@ fn queue_drops_count_from_the_reporters_start() {
     assert_eq!(queue_drops, (after - before) as i64, "drops before the reporter was made were counted");
     drop(release);
 }
+
+#[test]
+fn kind_status_and_links_map_to_jaeger_tags_and_references() {
+    use minitrace::collector::{SpanContext, KIND_KEY, LINK_KEY, STATUS_CODE_KEY, STATUS_MESSAGE_KEY};
+    let linked = SpanContext::new(TraceId(0xaaaa_0000_0000_0000_0000_0000_0000_bbbb), SpanId(0xcc));
+    let record = SpanRecord {
+        trace_id: TraceId(0x11),
+        span_id: SpanId(2),
+        parent_id: SpanId(1),
+        begin_time_unix_ns: 1_000_000,
+        duration_ns: 5_000,
+        name: "call".into(),
+        properties: vec![
+            (KIND_KEY.into(), "client".into()),
+            (LINK_KEY.into(), linked.encode_w3c_traceparent().into()),
+            (STATUS_CODE_KEY.into(), "ERROR".into()),
+            (STATUS_MESSAGE_KEY.into(), "refused".into()),
+        ],
+        events: Vec::new(),
+    };
+    let (datagrams, _) = messages::<Compact>(&process(), 65_000, std::slice::from_ref(&record));
+    let span = batch_spans(&decode_compact(&datagrams[0].0)).remove(0);
+    let Value::Struct(span) = span else { panic!("a span is a struct") };
+    let child_of =
+        fields(vec![(1, Value::I32(0)), (2, Value::I64(0x11)), (3, Value::I64(0)), (4, Value::I64(1))]);
+    let follows_from = fields(vec![
+        (1, Value::I32(1)),
+        (2, Value::I64(0xbbbb)),
+        (3, Value::I64(0xaaaa_0000_0000_0000_u64 as i64)),
+        (4, Value::I64(0xcc)),
+    ]);
+    assert_eq!(span[&6], Value::List(vec![child_of, follows_from]));
+    // The link is a reference, not a tag; a failed span gets Jaeger's `error` tag.
+    let tags = vec![
+        string_tag(KIND_KEY, "client"),
+        string_tag(STATUS_CODE_KEY, "ERROR"),
+        string_tag(STATUS_MESSAGE_KEY, "refused"),
+        bool_tag("error", true),
+    ];
+    assert_eq!(span[&10], Value::List(tags));
+}

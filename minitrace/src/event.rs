@@ -32,7 +32,7 @@ impl Event {
         F: FnOnce() -> I,
     {
         if ENABLED && parent.is_recording() {
-            parent.add_event(name.into(), crate::data::record::properties(properties));
+            parent.add_event_record(name.into(), crate::data::record::properties(properties));
         }
     }
 

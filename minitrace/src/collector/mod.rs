@@ -35,6 +35,10 @@ mod reporter;
 pub use crate::data::config::Config;
 pub use crate::data::context::SpanContext;
 pub use crate::data::id::{SpanId, TraceId};
+pub use crate::data::otel::{
+    is_reserved_key, SpanKind, SpanStatus, KIND_KEY, LINK_KEY, STATUS_CODE_KEY, STATUS_MESSAGE_KEY,
+    TRACESTATE_KEY,
+};
 pub use crate::data::record::{EventRecord, Reporter, SpanRecord};
 pub use crate::transport::stats::{count_dropped_by_reporter, stats, Stats};
 pub use reporter::{ConsoleReporter, TestReporter};

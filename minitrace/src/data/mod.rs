@@ -11,6 +11,7 @@ pub(crate) mod context;
 pub(crate) mod convert;
 pub(crate) mod escape;
 pub(crate) mod id;
+pub(crate) mod otel;
 pub(crate) mod raw_span;
 pub(crate) mod record;
 pub(crate) mod span_state;

@@ -1,6 +1,8 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
+use crate::data::context::SpanContext;
+use crate::data::otel::{self, SpanKind, SpanStatus};
 use crate::local::stack::{self, LocalSpanHandle};
 use crate::util::recording::{recording, Recording, ENABLED};
 
@@ -80,6 +82,36 @@ impl LocalSpan {
             stack::add_properties_to_span(handle, crate::data::record::properties(properties));
         }
         self
+    }
+
+    /// Sets the span's [`SpanKind`].
+    ///
+    /// ```
+    /// use minitrace::collector::SpanKind;
+    /// let _call = minitrace::local::LocalSpan::enter_with_local_parent("GET users").with_kind(SpanKind::Client);
+    /// ```
+    pub fn with_kind(self, kind: SpanKind) -> LocalSpan {
+        self.with_properties(|| [otel::kind_property(kind)])
+    }
+
+    /// Sets the span's [`SpanStatus`]; the last one set counts.
+    ///
+    /// ```
+    /// use minitrace::collector::SpanStatus;
+    /// let _step = minitrace::local::LocalSpan::enter_with_local_parent("parse").with_status(SpanStatus::error("bad input"));
+    /// ```
+    pub fn with_status(self, status: SpanStatus) -> LocalSpan {
+        self.with_properties(|| status.into_properties())
+    }
+
+    /// Links the span to `context`.
+    ///
+    /// ```
+    /// use minitrace::prelude::*;
+    /// let _step = LocalSpan::enter_with_local_parent("handle message").with_link(SpanContext::random());
+    /// ```
+    pub fn with_link(self, context: SpanContext) -> LocalSpan {
+        self.with_properties(|| [otel::link_property(context)])
     }
 
     /// Adds a property to the current thread's innermost open local span;

@@ -1,4 +1,5 @@
 mod fate;
+mod otel;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -333,7 +334,7 @@ impl Span {
         Some(SpanContext::new(inner.trace_id(), inner.id()))
     }
 
-    pub(crate) fn add_event(&self, name: Cow<'static, str>, properties: Vec<Property>) {
+    pub(crate) fn add_event_record(&self, name: Cow<'static, str>, properties: Vec<Property>) {
         if let Some(inner) = self.inner.as_ref() {
             inner.add_event(RawSpan::event(inner.id(), name, properties));
         }
