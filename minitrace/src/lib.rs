@@ -227,6 +227,7 @@ mod event;
 pub mod future;
 pub mod local;
 mod macros;
+pub mod recorder;
 mod span;
 mod transport;
 pub mod util;

@@ -131,6 +131,19 @@ impl SpanState {
         }
     }
 
+    /// The span's name, borrowed when static.
+    pub(crate) fn name(&self) -> Cow<'static, str> {
+        match self.extra.get().and_then(|extra| extra.name.clone()) {
+            Some(name) => name,
+            None => Cow::Borrowed(self.static_name()),
+        }
+    }
+
+    /// The properties added so far.
+    pub(crate) fn properties(&self) -> &[Property] {
+        self.extra.get().map_or(&[], |extra| &extra.properties)
+    }
+
     pub(crate) fn trace_id(&self) -> TraceId {
         self.first_target().trace_id()
     }

@@ -12,7 +12,11 @@ use crate::data::batch::Role;
 use crate::data::raw_span::Clock;
 use crate::data::span_state::SpanState;
 use crate::data::{collect_id, escape};
-use crate::local::{parked, stack};
+use minstant::Instant;
+
+use crate::local::parked::{self, Parked};
+use crate::local::stack;
+use crate::recorder;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::{gate, queue, span_buffers, stats};
 
@@ -21,8 +25,12 @@ use crate::transport::{gate, queue, span_buffers, stats};
 pub(crate) fn end_root_here(mut root: SpanState) {
     let end = Clock::SameThread.now();
     let collect_id = root.collect_id();
-    let waiting = parked::take(collect_id);
-    if root.role() == Role::Root && gate::slow_enough(root.begin(), end) {
+    let mut waiting = parked::take(collect_id);
+    let kept = root.role() == Role::Root && gate::slow_enough(root.begin(), end);
+    if recorder::is_on() {
+        record(&root, end, waiting.as_mut(), kept);
+    }
+    if kept {
         if let Some(waiting) = waiting {
             queue::submit(waiting.into_message());
         }
@@ -43,6 +51,18 @@ pub(crate) fn end_root_here(mut root: SpanState) {
         drop(root);
     }
     stats::count_sampled_out_here(thrown_away);
+}
+
+/// Keeps the request in the flight recorder; a root kept for its length
+/// also starts an automatic dump of what overlapped it.
+#[cold]
+fn record(root: &SpanState, end: Instant, waiting: Option<&mut Parked>, kept: bool) {
+    let spans = waiting.map_or(&mut [][..], |waiting| &mut waiting.spans[..]);
+    let (trace_id, begin) = (root.trace_id(), root.begin());
+    recorder::record(trace_id, root.id(), (root.name(), root.properties(), begin, end), spans, !kept);
+    if kept && gate::slow_threshold_set() {
+        recorder::slow_root(trace_id, begin, end);
+    }
 }
 
 /// Whether `root`'s end is decided here (see [`end_root_here`]).

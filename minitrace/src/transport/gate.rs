@@ -111,6 +111,11 @@ pub(crate) fn slow_enough(begin: Instant, end: Instant) -> bool {
     threshold == 0 || end.saturating_duration_since(begin) >= Duration::from_nanos(threshold)
 }
 
+/// Whether `report_slow_traces_only` set a threshold.
+pub(crate) fn slow_threshold_set() -> bool {
+    SLOW_THRESHOLD_NANOS.load(Ordering::Relaxed) != 0
+}
+
 /// Whether local spans may wait on their thread for their root's end.
 #[inline]
 pub(crate) fn parking() -> bool {
