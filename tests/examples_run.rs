@@ -259,3 +259,10 @@ fn jaeger() {
     }
     run("jaeger").assert_stdout_has("trace: http://").assert_stdout_has("Jaeger has all");
 }
+
+#[test]
+fn two_services() {
+    run("two_services")
+        .assert_stdout_has("checkout: xylophone and mallets for 135 EUR")
+        .assert_stdout_has("trace id: ");
+}
