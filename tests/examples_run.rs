@@ -1,7 +1,8 @@
 //! Runs every example and checks that it exits successfully, in time, with
 //! the output it is meant to show. `jaeger` needs the Jaeger that
 //! `scripts/test.sh` starts: it runs when that Jaeger is up, and always
-//! under `CI=true`, where a missing Jaeger is a failure.
+//! under `CI=true`, where a missing Jaeger is a failure. So does
+//! `two_services`, whose trace is then read back from Jaeger.
 //!
 //! The examples are not built here: `cargo test` builds every example of
 //! the package, in the same profile as this test, into `examples/` beside
@@ -11,10 +12,19 @@
 //! examples_run`) does not build the examples: a missing or out-of-date
 //! example binary fails the test with a hint rather than running stale code.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+use minitrace::collector::TraceId;
+use serde_json::Value;
+
+/// minitrace-jaeger's end-to-end helpers: finding the local Jaeger and
+/// reading its query API.
+#[path = "../minitrace-jaeger/tests/common/mod.rs"]
+mod jaeger_e2e;
 
 /// Examples that this test does not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[];
@@ -258,4 +268,103 @@ fn jaeger() {
         return;
     }
     run("jaeger").assert_stdout_has("trace: http://").assert_stdout_has("Jaeger has all");
+}
+
+/// The spans of the example's one trace: (service, name, parent's name), a
+/// name repeated once per span. The backend's root is the child of the
+/// frontend's `fetch_price`, across the process boundary.
+const TWO_SERVICES_SPANS: &[(&str, &str, Option<&str>)] = &[
+    ("frontend", "GET /checkout", None),
+    ("frontend", "load_cart", Some("GET /checkout")),
+    ("frontend", "read session", Some("load_cart")),
+    ("frontend", "fetch_price", Some("GET /checkout")),
+    ("frontend", "connect", Some("fetch_price")),
+    ("frontend", "read answer", Some("fetch_price")),
+    ("frontend", "render", Some("GET /checkout")),
+    ("backend", "GET /price", Some("fetch_price")),
+    ("backend", "parse_request", Some("GET /price")),
+    ("backend", "lookup_price", Some("GET /price")),
+    ("backend", "db query", Some("lookup_price")),
+    ("backend", "lookup_price", Some("GET /price")),
+    ("backend", "db query", Some("lookup_price")),
+    ("backend", "write answer", Some("GET /price")),
+];
+
+#[test]
+fn two_services() {
+    let Some(jaeger) = jaeger_e2e::jaeger("examples_run::two_services") else {
+        return;
+    };
+    let output = run("two_services");
+    output.assert_stdout_has("checkout: xylophone and mallets for 135 EUR");
+    let trace_id = output
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("trace id: "))
+        .unwrap_or_else(|| panic!("no trace id printed:\n{}", output.stdout));
+    let trace_id: TraceId = trace_id.trim().parse().expect("a hex trace id");
+
+    // Jaeger stores spans a moment after they arrive: poll until all are there.
+    let path = format!("/api/traces/{trace_id}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        let answer = jaeger.get(&path);
+        let spans =
+            answer.as_ref().map_or(0, |answer| answer["data"][0]["spans"].as_array().map_or(0, Vec::len));
+        if spans >= TWO_SERVICES_SPANS.len() || Instant::now() > deadline {
+            break answer.unwrap_or_else(|error| panic!("trace {trace_id} not in Jaeger: {error}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let traces = answer["data"].as_array().expect("a list of traces");
+    assert_eq!(traces.len(), 1, "{answer:#}");
+    let trace = &traces[0];
+    assert_eq!(trace["traceID"], jaeger_e2e::jaeger_trace_id(trace_id).as_str());
+
+    // Two processes, one per service.
+    let processes = trace["processes"].as_object().expect("the trace's processes");
+    let services: BTreeMap<&str, &str> = processes
+        .iter()
+        .map(|(id, process)| (id.as_str(), process["serviceName"].as_str().unwrap_or("")))
+        .collect();
+    let names: BTreeSet<&str> = services.values().copied().collect();
+    assert_eq!((services.len(), names), (2, BTreeSet::from(["backend", "frontend"])), "{services:?}");
+
+    // Every span as (service, name, parent's name), the parent found by the
+    // span id of its one CHILD_OF reference.
+    let spans = trace["spans"].as_array().expect("the trace's spans");
+    let by_id: HashMap<&str, &Value> =
+        spans.iter().map(|span| (span["spanID"].as_str().unwrap(), span)).collect();
+    let mut got: Vec<(String, String, Option<String>)> = spans
+        .iter()
+        .map(|span| {
+            let references = span["references"].as_array().cloned().unwrap_or_default();
+            assert!(references.len() <= 1, "{span:#}");
+            let parent = references.first().map(|reference| {
+                assert_eq!(reference["refType"], "CHILD_OF", "{span:#}");
+                assert_eq!(reference["traceID"], trace["traceID"], "{span:#}");
+                let parent = by_id.get(reference["spanID"].as_str().unwrap());
+                parent.map_or("<missing>".to_string(), |parent| {
+                    parent["operationName"].as_str().unwrap().to_string()
+                })
+            });
+            let service = services[span["processID"].as_str().unwrap()].to_string();
+            (service, span["operationName"].as_str().unwrap().to_string(), parent)
+        })
+        .collect();
+    let mut want: Vec<(String, String, Option<String>)> = TWO_SERVICES_SPANS
+        .iter()
+        .map(|(service, name, parent)| (service.to_string(), name.to_string(), parent.map(str::to_string)))
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+
+    // The link across the processes: the backend's root names the very span
+    // of the frontend that made the request.
+    let server_root = spans.iter().find(|span| span["operationName"] == "GET /price").unwrap();
+    let client_span = spans.iter().find(|span| span["operationName"] == "fetch_price").unwrap();
+    assert_eq!(server_root["references"][0]["spanID"], client_span["spanID"]);
+    assert_eq!(services[client_span["processID"].as_str().unwrap()], "frontend");
+    assert_eq!(services[server_root["processID"].as_str().unwrap()], "backend");
 }

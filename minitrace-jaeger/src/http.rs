@@ -1,21 +1,22 @@
-//! The collector transport: `POST /api/traces` with a Thrift Binary `Batch`.
+//! The collector transport: `POST` a Thrift Binary `Batch` to the
+//! collector's endpoint (`/api/traces` by default), through ureq.
 //!
-//! A minimal blocking HTTP/1.1 client on [`std::net::TcpStream`]: one
-//! keep-alive connection, a `Content-Length` body, and a response read only
-//! as far as the status line, headers and a short body. Plain `http://` to a
-//! known address is all the Jaeger collector endpoint needs; a general client
-//! crate would bring TLS, DNS, redirects, pools and tens of dependencies to the
-//! collector thread for none of them.
+//! ureq does the HTTP: connections kept alive, name resolution, `https://`
+//! with the `tls` feature. What is here is the reporter's policy around it:
+//! one deadline per report, one resend on a kept-alive connection found
+//! closed, a pause after a timeout, and errors that carry the status and body.
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-/// The longest response head (status line and headers) accepted.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
+use ureq::http::uri::{PathAndQuery, Uri};
+use ureq::http::{HeaderName, HeaderValue};
+
+/// The collector's path for Thrift over HTTP, used when an endpoint has none.
+pub(crate) const DEFAULT_PATH: &str = "/api/traces";
 /// The longest response body read (and kept for error messages).
-const MAX_BODY_BYTES: usize = 64 * 1024;
+const MAX_BODY_BYTES: u64 = 64 * 1024;
 /// How long to stop trying after a timeout, so that an unresponsive
 /// collector does not stall every report.
 const TIMEOUT_BACKOFF: Duration = Duration::from_secs(5);
@@ -23,229 +24,178 @@ const TIMEOUT_BACKOFF: Duration = Duration::from_secs(5);
 /// Why a request failed.
 #[derive(Debug)]
 pub(crate) enum HttpError {
-    /// Connecting, writing or reading failed.
-    Io(io::Error),
-    /// The connection was found closed (end of stream, reset, aborted or a
-    /// broken pipe) before any byte of an answer: the collector closed a
-    /// kept-alive connection, so the request was not processed, and `post`
-    /// sends it once more on a new connection. Never a timeout: a slow
-    /// collector may still be processing the request.
-    Stale(io::Error),
+    /// Connecting, sending or receiving failed, or the deadline passed.
+    Transport(ureq::Error),
     /// The collector answered with a status other than 2xx.
     Status { code: u16, body: String },
-    /// The answer was not HTTP/1.x.
-    Malformed(&'static str),
     /// Not tried: an earlier request timed out moments ago.
     BackingOff,
+}
+
+impl HttpError {
+    fn is_timeout(&self) -> bool {
+        matches!(self, HttpError::Transport(ureq::Error::Timeout(_)))
+    }
+
+    /// Whether the connection was found closed (end of stream, reset,
+    /// aborted, broken pipe) with no answer: the collector closed a
+    /// kept-alive connection, so the request was not processed. Never a
+    /// timeout: a slow collector may still be processing the request.
+    fn is_closed_connection(&self) -> bool {
+        use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+        match self {
+            HttpError::Transport(ureq::Error::Io(error)) => {
+                matches!(error.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for HttpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            HttpError::Io(error) | HttpError::Stale(error) => write!(f, "{error}"),
+            HttpError::Transport(error) => write!(f, "{error}"),
             HttpError::Status { code, body } => write!(f, "HTTP status {code}: {}", body.trim()),
-            HttpError::Malformed(what) => write!(f, "malformed HTTP response: {what}"),
             HttpError::BackingOff => write!(f, "not sent: the collector timed out moments ago"),
         }
     }
 }
 
-impl From<io::Error> for HttpError {
-    fn from(error: io::Error) -> HttpError {
-        HttpError::Io(error)
-    }
-}
-
-/// A client of one collector.
+/// A client of one collector endpoint.
+#[derive(Debug)]
 pub(crate) struct Collector {
-    addr: SocketAddr,
-    /// The request line and headers up to `Content-Length: `.
-    head: String,
+    agent: ureq::Agent,
+    endpoint: Uri,
+    /// Sent with every request, after `Content-Type`.
+    headers: Vec<(HeaderName, HeaderValue)>,
     timeout: Duration,
-    connection: Option<TcpStream>,
     backoff_until: Option<Instant>,
 }
 
 impl Collector {
-    pub(crate) fn new(addr: SocketAddr, path: &str, timeout: Duration) -> Collector {
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: minitrace-jaeger/{}\r\n\
-             Content-Type: application/x-thrift\r\nContent-Length: ",
-            env!("CARGO_PKG_VERSION")
-        );
-        Collector {
-            addr,
-            head,
-            timeout: timeout.max(Duration::from_millis(1)),
-            connection: None,
-            backoff_until: None,
-        }
+    pub(crate) fn new(endpoint: Uri, timeout: Duration) -> Collector {
+        let agent = ureq::Agent::config_builder()
+            // Non-2xx answers come back as responses, so their body can be read.
+            .http_status_as_error(false)
+            // A redirect of a POST is an answer to report, not to follow.
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            // Straight to the collector, whatever HTTP_PROXY says, as before ureq.
+            .proxy(None)
+            .user_agent(concat!("minitrace-jaeger/", env!("CARGO_PKG_VERSION")))
+            // One collector thread sends one request at a time.
+            .max_idle_connections(1)
+            .max_idle_connections_per_host(1)
+            .build()
+            .new_agent();
+        Collector { agent, endpoint, headers: Vec::new(), timeout: clamp(timeout), backoff_until: None }
+    }
+
+    pub(crate) fn endpoint(&self) -> &Uri {
+        &self.endpoint
     }
 
     pub(crate) fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout.max(Duration::from_millis(1));
-        self.connection = None;
+        self.timeout = clamp(timeout);
     }
 
-    /// Posts `body`; Ok on a 2xx answer.
+    pub(crate) fn add_header(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers.push((name, value));
+    }
+
+    /// Posts `body`; Ok on a 2xx answer. Takes at most the timeout in all.
     pub(crate) fn post(&mut self, body: &[u8]) -> Result<(), HttpError> {
+        let start = Instant::now();
         if let Some(until) = self.backoff_until {
-            if Instant::now() < until {
+            if start < until {
                 return Err(HttpError::BackingOff);
             }
             self.backoff_until = None;
         }
-        let result = match self.connection.take() {
-            // A kept-alive connection may have been closed by the server
-            // since: if it is found closed before any byte of an answer, the
-            // request was not processed and is sent again on a new
-            // connection. A timeout is not retried: the collector may be
-            // slow, and may still process the request.
-            Some(stream) => match self.exchange(stream, body) {
-                Err(HttpError::Stale(_)) => self.connect().and_then(|s| self.exchange(s, body)),
-                other => other,
-            },
-            None => self.connect().and_then(|s| self.exchange(s, body)),
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                if let HttpError::Io(io) = &error {
-                    if matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) {
-                        self.backoff_until = Some(Instant::now() + TIMEOUT_BACKOFF);
-                    }
-                }
-                Err(error)
+        let mut result = self.exchange(body, self.timeout);
+        // A kept-alive connection may have been closed by the collector just
+        // as the request went out: sent once more, on a new connection, within
+        // what is left of the same deadline.
+        if result.as_ref().is_err_and(HttpError::is_closed_connection) {
+            let left = self.timeout.saturating_sub(start.elapsed());
+            if !left.is_zero() {
+                result = self.exchange(body, left);
             }
         }
-    }
-
-    fn connect(&self) -> Result<TcpStream, HttpError> {
-        let stream = TcpStream::connect_timeout(&self.addr, self.timeout)?;
-        stream.set_read_timeout(Some(self.timeout))?;
-        stream.set_write_timeout(Some(self.timeout))?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    }
-
-    /// One request and its answer.
-    fn exchange(&mut self, mut stream: TcpStream, body: &[u8]) -> Result<(), HttpError> {
-        let mut head = String::with_capacity(self.head.len() + 24);
-        head.push_str(&self.head);
-        head.push_str(&body.len().to_string());
-        head.push_str("\r\n\r\n");
-        let sent = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
-        // Nothing of an answer was read yet.
-        sent.map_err(unanswered)?;
-
-        let response = read_response(&mut stream)?;
-        if response.keep_alive {
-            self.connection = Some(stream);
+        if result.as_ref().is_err_and(HttpError::is_timeout) {
+            self.backoff_until = Some(Instant::now() + TIMEOUT_BACKOFF);
         }
-        if (200..300).contains(&response.status) {
-            Ok(())
-        } else {
-            Err(HttpError::Status { code: response.status, body: response.body })
-        }
+        result
     }
-}
 
-/// The error for `error` when no byte of an answer was read: [`HttpError::Stale`]
-/// if it tells that the connection was closed, else [`HttpError::Io`].
-fn unanswered(error: io::Error) -> HttpError {
-    use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
-    if matches!(error.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe) {
-        HttpError::Stale(error)
-    } else {
-        HttpError::Io(error)
+    /// One request and its answer, all within `timeout`.
+    fn exchange(&self, body: &[u8], timeout: Duration) -> Result<(), HttpError> {
+        let mut request = self.agent.post(&self.endpoint).header("content-type", "application/x-thrift");
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        let mut response = request
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .send(body)
+            .map_err(HttpError::Transport)?;
+        let status = response.status().as_u16();
+        // Read to its end, so the connection can carry the next request; a
+        // long body is cut, and its connection closed.
+        let mut answer = Vec::new();
+        let read = response.body_mut().as_reader().take(MAX_BODY_BYTES).read_to_end(&mut answer);
+        if (200..300).contains(&status) {
+            // Accepted already: a body that failed to arrive changes nothing.
+            return Ok(());
+        }
+        let mut body = String::from_utf8_lossy(&answer).into_owned();
+        if let Err(error) = read {
+            body.push_str(&format!(" (body cut short: {error})"));
+        }
+        Err(HttpError::Status { code: status, body })
     }
 }
 
-struct Response {
-    status: u16,
-    body: String,
-    /// Whether the connection can carry another request.
-    keep_alive: bool,
+/// A zero timeout would mean none at all to ureq.
+fn clamp(timeout: Duration) -> Duration {
+    timeout.max(Duration::from_millis(1))
 }
 
-/// Reads a response: its head, and its body when it is short and its length
-/// is known.
-fn read_response(stream: &mut TcpStream) -> Result<Response, HttpError> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = find(&buf, b"\r\n\r\n") {
-            break at + 4;
-        }
-        if buf.len() > MAX_HEAD_BYTES {
-            return Err(HttpError::Malformed("head too long"));
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) if buf.is_empty() => {
-                let closed =
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before an answer");
-                return Err(unanswered(closed));
-            }
-            Ok(0) => return Err(HttpError::Malformed("connection closed in the head")),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) if buf.is_empty() => return Err(unanswered(error)),
-            Err(error) => return Err(HttpError::Io(error)),
-        }
-    };
-
-    let head = String::from_utf8_lossy(&buf[..head_end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/1.") {
-        return Err(HttpError::Malformed("not HTTP/1.x"));
+/// The endpoint of a collector at `url`: `http://` or, with the `tls`
+/// feature, `https://`, a host, an optional port, and a path that defaults to
+/// [`DEFAULT_PATH`].
+pub(crate) fn parse_endpoint(url: &str) -> Result<Uri, String> {
+    let url = url.trim();
+    // Said before parsing: "host:port" alone parses, as a scheme and a path.
+    if !url.contains("://") {
+        return Err("no scheme: write it as http://host:port/path".into());
     }
-    let status = parts
-        .next()
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or(HttpError::Malformed("bad status code"))?;
-
-    let mut content_length = None;
-    let mut keep_alive = version != "HTTP/1.0";
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            content_length = value.parse::<usize>().ok();
-        } else if name.eq_ignore_ascii_case("connection") {
-            keep_alive = !value.eq_ignore_ascii_case("close");
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            // Chunked bodies are not parsed: the connection is not reused.
-            keep_alive = false;
+    let uri: Uri = url.parse().map_err(|error| format!("not a URL: {error}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") if cfg!(feature = "tls") => {}
+        Some("https") => {
+            return Err("https:// needs minitrace-jaeger's `tls` feature, which this build lacks".into())
         }
+        Some(other) => return Err(format!("the scheme {other}:// is neither http:// nor https://")),
+        None => return Err("no scheme: write it as http://host:port/path".into()),
     }
-
-    let mut body = buf.split_off(head_end);
-    match content_length {
-        Some(length) if length <= MAX_BODY_BYTES => {
-            while body.len() < length {
-                match stream.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => body.extend_from_slice(&chunk[..n]),
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-            keep_alive &= body.len() == length;
-        }
-        // A long or unknown-length body is not waited for.
-        _ => keep_alive = false,
+    let authority = uri.authority().ok_or("no host")?;
+    if authority.host().is_empty() {
+        return Err("no host".into());
     }
-    body.truncate(MAX_BODY_BYTES);
-    Ok(Response { status, body: String::from_utf8_lossy(&body).into_owned(), keep_alive })
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    if authority.as_str().contains('@') {
+        // ureq would not send them: credentials go in a header (`with_header`).
+        return Err("user information in the URL is not sent: use with_header(\"authorization\", ..)".into());
+    }
+    if uri.path() == "/" && uri.query().is_none() {
+        let mut parts = uri.into_parts();
+        parts.path_and_query = Some(PathAndQuery::from_static(DEFAULT_PATH));
+        return Uri::from_parts(parts).map_err(|error| format!("not a URL: {error}"));
+    }
+    Ok(uri)
 }
 
 #[cfg(test)]
@@ -256,11 +206,21 @@ mod http_server;
 mod tests {
     use super::http_server::{pending_connections, read_request};
     use super::*;
-    use std::net::TcpListener;
+    use std::io::Write;
+    use std::net::{SocketAddr, TcpListener};
     use std::sync::mpsc;
     use std::thread;
 
     const ACCEPTED: &str = "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n";
+
+    fn collector(addr: SocketAddr, timeout: Duration) -> Collector {
+        Collector::new(parse_endpoint(&format!("http://{addr}")).unwrap(), timeout)
+    }
+
+    fn head_of(request: &[u8]) -> String {
+        let request = String::from_utf8_lossy(request).to_lowercase();
+        request.split("\r\n\r\n").next().unwrap().to_string()
+    }
 
     /// A one-connection server that answers each request with the next of
     /// `answers`, and returns the requests it saw.
@@ -282,15 +242,29 @@ mod tests {
     #[test]
     fn posts_and_reuses_the_connection() {
         let (addr, server) = serve(vec![ACCEPTED, ACCEPTED]);
-        let mut collector = Collector::new(addr, "/api/traces", Duration::from_secs(5));
+        let mut collector = collector(addr, Duration::from_secs(5));
         collector.post(b"first").unwrap();
         collector.post(b"second").unwrap();
         let requests = server.join().unwrap();
-        let first = String::from_utf8(requests[0].clone()).unwrap();
-        assert!(first.starts_with("POST /api/traces HTTP/1.1\r\n"), "{first}");
-        assert!(first.contains("Content-Type: application/x-thrift\r\n"));
-        assert!(first.ends_with("Content-Length: 5\r\n\r\nfirst"), "{first}");
+        let head = head_of(&requests[0]);
+        assert!(head.starts_with("post /api/traces http/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\ncontent-type: application/x-thrift"), "{head}");
+        assert!(head.contains("\r\ncontent-length: 5"), "{head}");
+        assert!(requests[0].ends_with(b"\r\n\r\nfirst"));
         assert!(requests[1].ends_with(b"\r\n\r\nsecond"));
+    }
+
+    #[test]
+    fn headers_are_sent_with_every_request() {
+        let (addr, server) = serve(vec![ACCEPTED, ACCEPTED]);
+        let mut collector = collector(addr, Duration::from_secs(5));
+        collector
+            .add_header(HeaderName::from_static("authorization"), HeaderValue::from_static("Bearer t0k"));
+        collector.post(b"first").unwrap();
+        collector.post(b"second").unwrap();
+        for request in server.join().unwrap() {
+            assert!(head_of(&request).contains("\r\nauthorization: bearer t0k"));
+        }
     }
 
     #[test]
@@ -310,13 +284,41 @@ mod tests {
             stream.write_all(ACCEPTED.as_bytes()).unwrap();
             (first, second)
         });
-        let mut collector = Collector::new(addr, "/api/traces", Duration::from_secs(5));
+        let mut collector = collector(addr, Duration::from_secs(5));
         collector.post(b"first").unwrap();
         collector.post(b"second").unwrap();
         let (first, second) = server.join().unwrap();
         assert!(first.ends_with(b"\r\n\r\nfirst"));
         assert!(second.ends_with(b"\r\n\r\nsecond"));
         // Two connections in all.
+        assert_eq!(pending_connections(&listener), 0);
+    }
+
+    #[test]
+    fn a_request_closed_unanswered_is_sent_once_more() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server_listener = listener.try_clone().unwrap();
+        let server = thread::spawn(move || {
+            let (mut stream, _) = server_listener.accept().unwrap();
+            read_request(&mut stream);
+            stream.write_all(ACCEPTED.as_bytes()).unwrap();
+            // The kept-alive connection is closed with the second request
+            // unanswered, as a collector closing an idle connection does...
+            let unanswered = read_request(&mut stream);
+            drop(stream);
+            // ...which comes again on a new connection.
+            let (mut stream, _) = server_listener.accept().unwrap();
+            let again = read_request(&mut stream);
+            stream.write_all(ACCEPTED.as_bytes()).unwrap();
+            (unanswered, again)
+        });
+        let mut collector = collector(addr, Duration::from_secs(5));
+        collector.post(b"first").unwrap();
+        collector.post(b"second").unwrap();
+        let (unanswered, again) = server.join().unwrap();
+        assert!(unanswered.ends_with(b"\r\n\r\nsecond"));
+        assert!(again.ends_with(b"\r\n\r\nsecond"));
         assert_eq!(pending_connections(&listener), 0);
     }
 
@@ -336,13 +338,11 @@ mod tests {
             let _ = wait.recv();
             (first, second)
         });
-        let mut collector = Collector::new(addr, "/api/traces", Duration::from_millis(200));
+        let mut collector = collector(addr, Duration::from_millis(200));
         collector.post(b"first").unwrap();
         match collector.post(b"second") {
-            Err(HttpError::Io(error)) => {
-                assert!(matches!(error.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock))
-            }
-            other => panic!("{other:?}"),
+            Err(error) => assert!(error.is_timeout(), "{error:?}"),
+            Ok(()) => panic!("answered"),
         }
         // No second connection was made to send the request again.
         assert_eq!(pending_connections(&listener), 0);
@@ -353,11 +353,40 @@ mod tests {
     }
 
     #[test]
-    fn non_2xx_is_an_error_with_the_body() {
-        let (addr, server) = serve(vec!["HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\n\r\nbad tag"]);
-        let mut collector = Collector::new(addr, "/api/traces", Duration::from_secs(5));
+    fn a_trickling_answer_is_cut_at_the_timeout() {
+        // Each byte of the head would reset a per-read timeout; the deadline
+        // covers the whole request.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            read_request(&mut stream);
+            stream.write_all(b"HTTP/1.1 202 Accepted\r\n").unwrap();
+            // Bounded: stops once the client has hung up, or after 100 s.
+            for _ in 0..2000 {
+                if stream.write_all(b"x").is_err() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let mut collector = collector(addr, Duration::from_millis(300));
         match collector.post(b"x") {
-            Err(HttpError::Status { code: 400, body }) => assert_eq!(body, "bad tag"),
+            Err(error) => assert!(error.is_timeout(), "{error:?}"),
+            Ok(()) => panic!("answered"),
+        }
+        drop(collector);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn non_2xx_is_an_error_with_the_status_and_body() {
+        let (addr, server) = serve(vec!["HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\n\r\nbad tag"]);
+        let mut collector = collector(addr, Duration::from_secs(5));
+        match collector.post(b"x") {
+            Err(error @ HttpError::Status { code: 400, .. }) => {
+                assert_eq!(error.to_string(), "HTTP status 400: bad tag")
+            }
             other => panic!("{other:?}"),
         }
         server.join().unwrap();
@@ -366,11 +395,13 @@ mod tests {
     #[test]
     fn a_closed_port_is_refused_without_back_off() {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let mut collector = Collector::new(port, "/api/traces", Duration::from_secs(5));
+        let mut collector = collector(port, Duration::from_secs(5));
         // Refused at once, not timed out: no waiting, and no back-off either.
         for _ in 0..2 {
             match collector.post(b"x") {
-                Err(HttpError::Io(error)) => assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused),
+                Err(HttpError::Transport(ureq::Error::Io(error))) => {
+                    assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused)
+                }
                 other => panic!("{other:?}"),
             }
         }
@@ -381,15 +412,39 @@ mod tests {
         // The kernel accepts the connection; nothing ever answers.
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut collector = Collector::new(addr, "/api/traces", Duration::from_millis(200));
+        let mut collector = collector(addr, Duration::from_millis(200));
         match collector.post(b"x") {
-            Err(HttpError::Io(error)) => {
-                assert!(matches!(error.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock))
-            }
-            other => panic!("{other:?}"),
+            Err(error) => assert!(error.is_timeout(), "{error:?}"),
+            Ok(()) => panic!("answered"),
         }
         // Backing off: the next post fails without connecting.
         assert!(matches!(collector.post(b"x"), Err(HttpError::BackingOff)));
         assert_eq!(pending_connections(&listener), 1);
+    }
+
+    #[test]
+    fn endpoints_are_parsed() {
+        let parsed = |url: &str| parse_endpoint(url).map(|uri| uri.to_string());
+        assert_eq!(parsed("http://127.0.0.1:14268").unwrap(), "http://127.0.0.1:14268/api/traces");
+        assert_eq!(parsed("http://jaeger:14268/").unwrap(), "http://jaeger:14268/api/traces");
+        assert_eq!(parsed("http://[::1]:80/v1/x?a=b").unwrap(), "http://[::1]:80/v1/x?a=b");
+        for (url, why) in [
+            ("", "no scheme"),
+            ("http://", "not a URL"),
+            ("127.0.0.1:14268", "no scheme"),
+            ("jaeger/api/traces", "no scheme"),
+            ("ftp://jaeger/", "neither http:// nor https://"),
+            ("http://user:pw@jaeger/", "with_header"),
+            ("http:// spaced/", "not a URL"),
+        ] {
+            let error = parsed(url).unwrap_err();
+            assert!(error.contains(why), "{url:?}: {error}");
+        }
+        let https = parsed("https://jaeger.example.com/api/traces");
+        if cfg!(feature = "tls") {
+            assert_eq!(https.unwrap(), "https://jaeger.example.com/api/traces");
+        } else {
+            assert!(https.unwrap_err().contains("`tls` feature"));
+        }
     }
 }

@@ -87,11 +87,19 @@
 //!   drop datagrams without anyone knowing.
 //! - [`JaegerReporter::http`]: `POST /api/traces` to a collector (port
 //!   14268) with a Thrift Binary `Batch`, answered `202 Accepted`. Every
-//!   failure is seen. The client is a minimal blocking HTTP/1.1 client on
-//!   [`std::net::TcpStream`] written for this one request (plain `http://`,
-//!   a `Content-Length` body, one kept-alive connection, timeouts): smaller
-//!   than any client crate, which would bring TLS, DNS, pools and their
-//!   dependencies for none of them.
+//!   failure is seen. [`JaegerReporter::http_endpoint`] takes the endpoint
+//!   as a URL instead, so that a host name is resolved, any path used, and,
+//!   with this crate's `tls` feature, `https://` spoken; add headers such as
+//!   `Authorization` with [`with_header`](JaegerReporter::with_header).
+//!   The HTTP client is [ureq](https://docs.rs/ureq), a small blocking
+//!   client, built without TLS unless `tls` is on: one kept-alive connection,
+//!   no proxy, no redirects followed.
+//!
+//! # Features
+//!
+//! - `tls`: `https://` endpoints, through rustls with the Mozilla root
+//!   certificates (no system OpenSSL). Off by default: most collectors
+//!   listen on a private network, and TLS is most of the build.
 //!
 //! # Sizes and failures
 //!
@@ -104,10 +112,12 @@
 //! [`count_dropped_by_reporter`]
 //! and in this reporter's [`stats`](JaegerReporter::stats), and reported on
 //! standard error at most once per [interval](JaegerReporter::with_error_interval).
-//! The reporter never panics, and every socket operation has a
-//! [timeout](JaegerReporter::with_timeout); after an HTTP timeout it stops
+//! The reporter never panics, and every UDP send and every HTTP request has
+//! a [timeout](JaegerReporter::with_timeout); after an HTTP timeout it stops
 //! trying for 5 s, dropping (and counting) what comes meanwhile, so that a
-//! dead collector cannot stall minitrace's collector thread.
+//! dead collector cannot stall minitrace's collector thread. A request that
+//! finds its kept-alive connection closed by the collector, unanswered, is
+//! sent once more on a new one, within the same timeout.
 //!
 //! [`SpanRecord`]: minitrace::collector::SpanRecord
 
@@ -123,6 +133,7 @@ mod udp;
 mod tests;
 
 use std::error::Error;
+use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -158,7 +169,7 @@ pub const DEFAULT_MAX_DATAGRAM_SIZE: usize = 65_000;
 /// # drop(reporter);
 /// ```
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 * 1024 * 1024;
-/// The default timeout of each socket operation.
+/// The default timeout of each UDP send and of each HTTP request.
 ///
 /// ```
 /// use minitrace_jaeger::{JaegerReporter, DEFAULT_TIMEOUT};
@@ -201,6 +212,21 @@ enum Transport {
     Http { collector: http::Collector, encoder: Encoder<Binary>, max_size: usize },
 }
 
+impl fmt::Debug for JaegerReporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("JaegerReporter");
+        debug.field("process", &self.process);
+        match &self.transport {
+            Transport::Udp { agent, max_size, .. } => debug.field("agent", agent).field("max_size", max_size),
+            // The collector's headers stay out: they may hold credentials.
+            Transport::Http { collector, max_size, .. } => {
+                debug.field("endpoint", &collector.endpoint().to_string()).field("max_size", max_size)
+            }
+        };
+        debug.field("next_seq_no", &self.next_seq_no).field("stats", &self.stats().get()).finish()
+    }
+}
+
 impl JaegerReporter {
     /// A reporter that sends UDP datagrams to the Jaeger agent at `agent_addr`
     /// (usually port 6831), for the service `service_name`.
@@ -236,8 +262,45 @@ impl JaegerReporter {
     /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
     /// ```
     pub fn http(collector_addr: SocketAddr, service_name: impl Into<String>) -> Self {
-        let process = default_process(service_name.into());
-        let collector = http::Collector::new(collector_addr, "/api/traces", DEFAULT_TIMEOUT);
+        // Without an IPv6 scope id, which a URL cannot carry.
+        let host = match collector_addr {
+            SocketAddr::V4(addr) => addr.ip().to_string(),
+            SocketAddr::V6(addr) => format!("[{}]", addr.ip()),
+        };
+        let url = format!("http://{host}:{}{}", collector_addr.port(), http::DEFAULT_PATH);
+        let endpoint = http::parse_endpoint(&url).expect("an IP address and port make a valid URL");
+        JaegerReporter::http_to(endpoint, service_name.into())
+    }
+
+    /// A reporter that posts to the Jaeger collector's HTTP endpoint at
+    /// `url`, for the service `service_name`: `http://host:port/path`, or
+    /// `https://` with this crate's `tls` feature. The host may be a name,
+    /// resolved at each new connection; an empty path means `/api/traces`.
+    /// It connects on the first report.
+    ///
+    /// Fails, saying why, if `url` is not such a URL, or is `https://` in a
+    /// build without the `tls` feature.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http_endpoint("http://jaeger-collector:14268", "my-service")
+    ///     .unwrap()
+    ///     .with_header("authorization", "Bearer my-token");
+    /// # drop(reporter);
+    ///
+    /// let error = JaegerReporter::http_endpoint("jaeger-collector:14268", "my-service").unwrap_err();
+    /// assert!(error.to_string().contains("no scheme"));
+    /// ```
+    pub fn http_endpoint(url: &str, service_name: impl Into<String>) -> Result<Self, EndpointError> {
+        let endpoint =
+            http::parse_endpoint(url).map_err(|reason| EndpointError { url: url.to_string(), reason })?;
+        Ok(JaegerReporter::http_to(endpoint, service_name.into()))
+    }
+
+    fn http_to(endpoint: ureq::http::Uri, service_name: String) -> Self {
+        let process = default_process(service_name);
+        let collector = http::Collector::new(endpoint, DEFAULT_TIMEOUT);
         let encoder = Encoder::new(&process, DEFAULT_MAX_REQUEST_SIZE);
         let transport = Transport::Http { collector, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE };
         JaegerReporter::with_transport(process, transport)
@@ -292,8 +355,9 @@ impl JaegerReporter {
         self
     }
 
-    /// Sets the timeout of each socket operation: a UDP send, or an HTTP
-    /// connect, write or read (default [`DEFAULT_TIMEOUT`]).
+    /// Sets the timeout of each UDP send, or of each HTTP request as a whole:
+    /// name resolution, connecting, sending and the answer, a resend on a
+    /// closed connection included (default [`DEFAULT_TIMEOUT`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -311,6 +375,36 @@ impl JaegerReporter {
                 }
             }
             Transport::Http { collector, .. } => collector.set_timeout(timeout),
+        }
+        self
+    }
+
+    /// Adds a header to every HTTP request, e.g. the `Authorization` a
+    /// collector behind a gateway asks for. Its value is kept out of `Debug`
+    /// output. A name or value that HTTP forbids is left out, and so is any
+    /// header of a UDP reporter; either is reported on standard error.
+    ///
+    /// ```
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service")
+    ///     .with_header("authorization", "Bearer my-token")
+    ///     .with_header("x-tenant", "shop");
+    /// # drop(reporter);
+    /// ```
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        use ureq::http::{HeaderName, HeaderValue};
+        let Transport::Http { collector, .. } = &mut self.transport else {
+            self.errors.log(|| format!("header {name:?} left out: a UDP reporter sends no HTTP headers"));
+            return self;
+        };
+        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            (Ok(name), Ok(mut value)) => {
+                value.set_sensitive(true);
+                collector.add_header(name, value);
+            }
+            (Err(error), _) => self.errors.log(|| format!("header {name:?} left out: {error}")),
+            (_, Err(error)) => self.errors.log(|| format!("header {name:?} left out, its value: {error}")),
         }
         self
     }
@@ -535,6 +629,12 @@ impl Counters {
 #[derive(Clone)]
 pub struct StatsHandle(Arc<Counters>);
 
+impl fmt::Debug for StatsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StatsHandle").field(&self.get()).finish()
+    }
+}
+
 impl StatsHandle {
     /// The counters now.
     ///
@@ -582,3 +682,39 @@ pub struct ReporterStats {
     /// Spans sent truncated, with the tag `minitrace.truncated`.
     pub spans_truncated: u64,
 }
+
+/// Why [`JaegerReporter::http_endpoint`] refused a URL: the URL, and what is
+/// wrong with it.
+///
+/// ```
+/// use minitrace_jaeger::JaegerReporter;
+///
+/// let error = JaegerReporter::http_endpoint("ftp://jaeger:14268", "my-service").unwrap_err();
+/// assert_eq!(error.url(), "ftp://jaeger:14268");
+/// assert!(error.to_string().contains("neither http:// nor https://"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointError {
+    url: String,
+    reason: String,
+}
+
+impl EndpointError {
+    /// The URL refused.
+    ///
+    /// ```
+    /// let error = minitrace_jaeger::JaegerReporter::http_endpoint("jaeger", "svc").unwrap_err();
+    /// assert_eq!(error.url(), "jaeger");
+    /// ```
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid Jaeger collector endpoint {:?}: {}", self.url, self.reason)
+    }
+}
+
+impl Error for EndpointError {}

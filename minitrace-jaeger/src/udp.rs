@@ -9,6 +9,7 @@ use std::time::Duration;
 /// Connecting lets the kernel report an unreachable agent: after a datagram
 /// is refused (ICMP port unreachable), the next `send` fails with
 /// `ConnectionRefused`. Both datagrams are lost by then, so both are counted.
+#[derive(Debug)]
 pub(crate) struct Agent {
     socket: UdpSocket,
     /// Spans in the last datagram that was handed to the kernel.

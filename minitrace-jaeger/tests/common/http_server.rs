@@ -1,5 +1,6 @@
 //! The server side of HTTP tests that need no Jaeger, shared by the
-//! reporter's unit tests (`src/http.rs`) and `tests/failures.rs`.
+//! reporter's unit tests (`src/http.rs`) and the tests that need no Jaeger.
+#![allow(dead_code)] // each user takes a part
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
