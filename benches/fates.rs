@@ -1,6 +1,7 @@
 //! What a request costs by its trace's fate: 1 root + 9 local spans, kept
 //! (reported; also with the lossless policy, `wait_when_queue_full`),
-//! thrown away by the latency threshold or by `cancel()`, left
+//! thrown away by the latency threshold (also with the flight recorder
+//! keeping it) or by `cancel()`, left
 //! out by head sampling, or begun with recording switched off at run time;
 //! beside the same request untraced, the clock floor (the 20 clock reads
 //! alone), fastrace 0.7 reporting it and cancelling its root (its way to
@@ -118,6 +119,7 @@ fn ours_cancelled(step: Option<Step>) -> u64 {
 }
 
 fn configure_ours(config: minitrace::collector::Config) {
+    minitrace::recorder::FlightRecorder::disable();
     minitrace::set_enabled(true);
     minitrace::set_reporter(Discard, config);
 }
@@ -132,7 +134,7 @@ fn tracing_registry(step: Option<Step>) -> u64 {
     criterion::black_box(last)
 }
 
-fn rows() -> [Row; 11] {
+fn rows() -> [Row; 12] {
     [
         Row { name: "untraced", setup: nothing, request: untraced, flush: nothing },
         Row { name: "clock floor (20 clock reads)", setup: nothing, request: clock_floor, flush: nothing },
@@ -154,6 +156,17 @@ fn rows() -> [Row; 11] {
                 configure_ours(
                     minitrace::collector::Config::default().report_slow_traces_only(Duration::from_secs(1)),
                 )
+            },
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "minitrace (this workspace), thrown away by threshold, flight recorder on",
+            setup: || {
+                configure_ours(
+                    minitrace::collector::Config::default().report_slow_traces_only(Duration::from_secs(1)),
+                );
+                minitrace::recorder::FlightRecorder::new().enable();
             },
             request: ours,
             flush: minitrace::flush,

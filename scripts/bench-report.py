@@ -335,10 +335,18 @@ def fates_findings(functions):
         for name, values in sorted(functions.items())
         if name.startswith("minitrace (this workspace)") and (ns := values.get("")) is not None
     ]
-    return [
+    sentences = [
         f"The clock floor adds {amount(floor - base)} to the untraced request ({fmt_time(base)}). "
         f"Ours adds, as a multiple of that: {'; '.join(parts)}."
     ]
+    ours = "minitrace (this workspace), thrown away by threshold"
+    plain, recorded = functions.get(ours, {}).get(""), functions.get(f"{ours}, flight recorder on", {}).get("")
+    if plain is not None and recorded is not None and plain > base:
+        sentences.append(
+            f"With the flight recorder keeping each request, a request thrown away adds "
+            f"×{(recorded - base) / (plain - base):.2f} what it adds without it."
+        )
+    return sentences
 
 
 def findings(group, functions, reference):

@@ -75,6 +75,8 @@ pub(crate) struct Collector {
     /// after it, and be an orphan too.
     lossy: HashMap<u64, LossyTrace, BuildIdHasher>,
     lossy_before: HashMap<u64, LossyTrace, BuildIdHasher>,
+    /// The trace of the last late part filed: reported.
+    last_late: Option<u64>,
 }
 
 /// A lossy trace, reported: its root, and the ids of its records so far.
@@ -154,6 +156,7 @@ impl Collector {
             outbox: Vec::new(),
             lossy: HashMap::default(),
             lossy_before: HashMap::default(),
+            last_late: None,
         }
     }
 
@@ -272,6 +275,11 @@ impl Collector {
             prefetch(spans);
         }
         let collect_id = target.collect_id;
+        // Spans ended one by one after their root come in runs: the fate
+        // of the last one's trace is known without a lookup.
+        if self.last_late == Some(collect_id) {
+            return self.add_late(part, target, collect_id);
+        }
         // Most parts belong to the staged trace, or to another open one.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
             let one_span = matches!(part, Part::Ended(..));
@@ -290,12 +298,8 @@ impl Collector {
         }
         match self.finished.get(collect_id) {
             Some(Fate::Reported) => {
-                // A late span of a reported trace: reported on its own.
-                self.unstage();
-                let (first, mut events) = (self.outbox.len(), Vec::new());
-                convert(part, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
-                attach_events(&mut self.outbox[first..], events);
-                self.reparent_late(collect_id, first);
+                self.last_late = Some(collect_id);
+                self.add_late(part, target, collect_id);
             }
             Some(Fate::Discarded) => {
                 stats::count_sampled_out(spans);
@@ -314,6 +318,15 @@ impl Collector {
                 self.staged = Some(Staged { collect_id, first, trace });
             }
         }
+    }
+
+    /// A late part of a reported trace: reported on its own.
+    fn add_late(&mut self, part: Part<'_>, target: &Target, collect_id: u64) {
+        self.unstage();
+        let (first, mut events) = (self.outbox.len(), Vec::new());
+        convert(part, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        attach_events(&mut self.outbox[first..], events);
+        self.reparent_late(collect_id, first);
     }
 
     fn finish_root(&mut self, root: Part<'_>, target: &Target, role: Role) {
