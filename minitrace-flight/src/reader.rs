@@ -1,0 +1,219 @@
+//! The streaming reader: one block in memory at a time.
+
+use std::fmt;
+use std::io::{self, Read};
+
+use crate::codec;
+use crate::writer::{checksum, BLOCK, END, MAX_BLOCK_BYTES};
+use crate::{FormatError, Request, MAGIC, VERSION};
+
+/// One block of a dump, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The block's index, counted from 0.
+    pub index: u64,
+    /// Its requests, decoded.
+    pub requests: Vec<Request>,
+    /// Its payload as stored: zlib-compressed, checksum verified. Tools that
+    /// ship blocks elsewhere (the viewer's page inflates them in the
+    /// browser) use it as is; FORMAT.md describes its contents.
+    pub compressed: Vec<u8>,
+}
+
+/// Streams the requests of a dump out of any [`Read`].
+///
+/// Iterating yields each request in file order. An error is yielded once,
+/// after every request of the blocks before it, and iteration then ends:
+/// a truncated dump yields its whole blocks and then
+/// [`FormatError::Truncated`]. Wrap a file in a [`std::io::BufReader`].
+pub struct Reader<R: Read> {
+    inner: R,
+    offset: u64,
+    blocks: u64,
+    requests: u64,
+    spans: u64,
+    done: bool,
+    pending: std::vec::IntoIter<Request>,
+}
+
+impl<R: Read> fmt::Debug for Reader<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("offset", &self.offset)
+            .field("blocks", &self.blocks)
+            .field("requests", &self.requests)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(inner: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match inner.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads and checks the dump's header.
+    ///
+    /// Fails with [`FormatError::Empty`] on an empty input,
+    /// [`FormatError::NotADump`] when the magic bytes are missing,
+    /// [`FormatError::NewerVersion`] for a version newer than [`VERSION`],
+    /// and [`FormatError::Truncated`] when the input ends inside the header.
+    pub fn new(mut inner: R) -> Result<Reader<R>, FormatError> {
+        let mut header = [0u8; 10];
+        let read = read_full(&mut inner, &mut header)?;
+        if read == 0 {
+            return Err(FormatError::Empty);
+        }
+        let magic_len = read.min(MAGIC.len());
+        if header[..magic_len] != MAGIC[..magic_len] {
+            return Err(FormatError::NotADump);
+        }
+        if read < header.len() {
+            return Err(FormatError::Truncated { requests_read: 0, offset: read as u64 });
+        }
+        let version = u16::from_le_bytes([header[8], header[9]]);
+        if version == 0 {
+            return Err(FormatError::NotADump);
+        }
+        if version > VERSION {
+            return Err(FormatError::NewerVersion { found: version, supported: VERSION });
+        }
+        Ok(Reader {
+            inner,
+            offset: header.len() as u64,
+            blocks: 0,
+            requests: 0,
+            spans: 0,
+            done: false,
+            pending: Vec::new().into_iter(),
+        })
+    }
+
+    /// Requests in the blocks read so far.
+    pub fn requests_read(&self) -> u64 {
+        self.requests
+    }
+
+    /// Reads the next block whole. `None` after the end marker, or after
+    /// an error has been returned.
+    pub fn next_block(&mut self) -> Option<Result<Block, FormatError>> {
+        if self.done {
+            return None;
+        }
+        let result = self.read_block();
+        match &result {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => self.done = true,
+        }
+        result.transpose()
+    }
+
+    fn truncated(&self, offset: u64) -> FormatError {
+        FormatError::Truncated { requests_read: self.requests, offset }
+    }
+
+    fn corrupt(&self, offset: u64, detail: impl Into<String>) -> FormatError {
+        FormatError::Corrupt { block: self.blocks, offset, detail: detail.into() }
+    }
+
+    /// Reads `buf` whole; a short read is the dump's truncation.
+    fn read_exact_or_truncated(&mut self, buf: &mut [u8]) -> Result<(), FormatError> {
+        let read = read_full(&mut self.inner, buf)?;
+        self.offset += read as u64;
+        if read < buf.len() {
+            return Err(self.truncated(self.offset));
+        }
+        Ok(())
+    }
+
+    fn read_block(&mut self) -> Result<Option<Block>, FormatError> {
+        let start = self.offset;
+        let mut kind = [0u8; 1];
+        self.read_exact_or_truncated(&mut kind)?;
+        match kind[0] {
+            BLOCK => self.read_requests(start).map(Some),
+            END => {
+                let mut fields = [0u8; 20];
+                self.read_exact_or_truncated(&mut fields)?;
+                let stored = u32::from_le_bytes([fields[0], fields[1], fields[2], fields[3]]);
+                if stored != checksum(&kind, &fields[4..], &[]) {
+                    return Err(self.corrupt(start, "the end marker's checksum does not match"));
+                }
+                let requests = u64::from_le_bytes(fields[4..12].try_into().unwrap_or_default());
+                let spans = u64::from_le_bytes(fields[12..20].try_into().unwrap_or_default());
+                if (requests, spans) != (self.requests, self.spans) {
+                    return Err(self.corrupt(
+                        start,
+                        format!(
+                            "the end marker counts {requests} requests and {spans} spans, \
+                             the blocks hold {} and {}",
+                            self.requests, self.spans
+                        ),
+                    ));
+                }
+                let mut extra = [0u8; 1];
+                if read_full(&mut self.inner, &mut extra)? > 0 {
+                    return Err(FormatError::TrailingData { offset: self.offset });
+                }
+                Ok(None)
+            }
+            other => Err(self.corrupt(start, format!("unknown block kind 0x{other:02x}"))),
+        }
+    }
+
+    fn read_requests(&mut self, start: u64) -> Result<Block, FormatError> {
+        let mut fields = [0u8; 16];
+        self.read_exact_or_truncated(&mut fields)?;
+        let field =
+            |at: usize| u32::from_le_bytes([fields[at], fields[at + 1], fields[at + 2], fields[at + 3]]);
+        let (stored, compressed_len, raw_len, count) = (field(0), field(4), field(8), field(12));
+        if compressed_len as usize > MAX_BLOCK_BYTES || raw_len as usize > MAX_BLOCK_BYTES {
+            return Err(self.corrupt(start, "the block declares a length beyond the format's limit"));
+        }
+        // Read through `take`, so a forged length costs no more memory
+        // than the input really holds.
+        let mut compressed = Vec::new();
+        let read = (&mut self.inner).take(u64::from(compressed_len)).read_to_end(&mut compressed)?;
+        self.offset += read as u64;
+        if read < compressed_len as usize {
+            return Err(self.truncated(self.offset));
+        }
+        if stored != checksum(&[BLOCK], &fields[4..], &compressed) {
+            return Err(self.corrupt(start, "checksum mismatch: the block's bytes were altered"));
+        }
+        let requests = codec::inflate(&compressed, raw_len as usize)
+            .and_then(|raw| codec::decode(&raw, count))
+            .map_err(|detail| self.corrupt(start, detail))?;
+        let block = Block { index: self.blocks, requests, compressed };
+        self.blocks += 1;
+        self.requests += block.requests.len() as u64;
+        self.spans += block.requests.iter().map(|request| request.spans.len() as u64).sum::<u64>();
+        Ok(block)
+    }
+}
+
+impl<R: Read> Iterator for Reader<R> {
+    type Item = Result<Request, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(request) = self.pending.next() {
+                return Some(Ok(request));
+            }
+            match self.next_block()? {
+                Ok(block) => self.pending = block.requests.into_iter(),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+}

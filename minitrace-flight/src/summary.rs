@@ -1,0 +1,200 @@
+//! A population of requests in a few lines: latency percentiles and the
+//! slowest requests.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+
+use crate::Request;
+
+/// How many slowest requests a summary keeps unless told otherwise.
+const DEFAULT_SLOWEST: usize = 5;
+
+/// One of the slowest requests of a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slow {
+    /// Its trace id.
+    pub trace_id: u128,
+    /// Its root span's name.
+    pub name: String,
+    /// When it began, in nanoseconds since the Unix epoch.
+    pub begin_unix_ns: u64,
+    /// How long it took.
+    pub duration_ns: u64,
+}
+
+/// The latency of a population of requests: count, percentiles (nearest
+/// rank) and the slowest requests, slowest first. `Display` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Requests counted.
+    pub requests: u64,
+    /// Their spans, roots not counted.
+    pub spans: u64,
+    /// Median request duration, in nanoseconds (0 when there are none).
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// The longest duration.
+    pub max_ns: u64,
+    /// The slowest requests, slowest first.
+    pub slowest: Vec<Slow>,
+}
+
+/// Builds a [`Summary`] a request at a time, for dumps read as a stream.
+#[derive(Debug)]
+pub struct SummaryBuilder {
+    durations: Vec<u64>,
+    spans: u64,
+    keep: usize,
+    // A min-heap on (duration, arrival): its top is the fastest of the kept.
+    slowest: BinaryHeap<Reverse<(u64, u64, SlowKey)>>,
+}
+
+/// A kept request, ordered only for the heap's ties.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SlowKey(u128, u64, String);
+
+impl Default for SummaryBuilder {
+    fn default() -> Self {
+        Self::new(DEFAULT_SLOWEST)
+    }
+}
+
+impl SummaryBuilder {
+    /// A builder that keeps the `slowest` slowest requests.
+    pub fn new(slowest: usize) -> SummaryBuilder {
+        SummaryBuilder { durations: Vec::new(), spans: 0, keep: slowest, slowest: BinaryHeap::new() }
+    }
+
+    /// Counts a request.
+    pub fn add(&mut self, request: &Request) {
+        let arrival = self.durations.len() as u64;
+        self.durations.push(request.duration_ns);
+        self.spans += request.spans.len() as u64;
+        if self.keep == 0 {
+            return;
+        }
+        // Ties go to the earlier request: a later one must be strictly slower.
+        let fastest_kept = self.slowest.peek().map(|Reverse((duration, _, _))| *duration);
+        if self.slowest.len() < self.keep || fastest_kept.is_some_and(|fastest| request.duration_ns > fastest)
+        {
+            let key = SlowKey(request.trace_id, request.begin_unix_ns, request.name.clone());
+            self.slowest.push(Reverse((request.duration_ns, u64::MAX - arrival, key)));
+            if self.slowest.len() > self.keep {
+                self.slowest.pop();
+            }
+        }
+    }
+
+    /// The summary of every request added.
+    pub fn finish(mut self) -> Summary {
+        self.durations.sort_unstable();
+        let rank = |quantile: f64| -> u64 {
+            let count = self.durations.len();
+            if count == 0 {
+                return 0;
+            }
+            let rank = (quantile * count as f64).ceil() as usize;
+            self.durations[rank.clamp(1, count) - 1]
+        };
+        let mut slowest: Vec<_> = self.slowest.into_iter().map(|Reverse(kept)| kept).collect();
+        slowest.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        Summary {
+            requests: self.durations.len() as u64,
+            spans: self.spans,
+            p50_ns: rank(0.5),
+            p90_ns: rank(0.9),
+            p99_ns: rank(0.99),
+            p999_ns: rank(0.999),
+            max_ns: self.durations.last().copied().unwrap_or(0),
+            slowest: slowest
+                .into_iter()
+                .map(|(duration_ns, _, SlowKey(trace_id, begin_unix_ns, name))| Slow {
+                    trace_id,
+                    name,
+                    begin_unix_ns,
+                    duration_ns,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Summarises a population of requests (keeping the 5 slowest).
+///
+/// ```
+/// use minitrace_flight::{summary, Request};
+///
+/// let requests: Vec<Request> =
+///     (1..=100).map(|i| Request { trace_id: i, duration_ns: i as u64 * 1_000, ..Request::default() }).collect();
+/// let summary = summary(&requests);
+/// assert_eq!((summary.requests, summary.p50_ns, summary.p99_ns, summary.max_ns), (100, 50_000, 99_000, 100_000));
+/// assert_eq!(summary.slowest[0].trace_id, 100);
+/// ```
+pub fn summary<'a>(requests: impl IntoIterator<Item = &'a Request>) -> Summary {
+    let mut builder = SummaryBuilder::default();
+    requests.into_iter().for_each(|request| builder.add(request));
+    builder.finish()
+}
+
+/// Formats nanoseconds for people: `850ns`, `12.3µs`, `4.56ms`, `1.23s`.
+pub fn format_duration(ns: u64) -> String {
+    let ns_f = ns as f64;
+    let (value, unit) = match ns {
+        0..=999 => return format!("{ns}ns"),
+        1_000..=999_999 => (ns_f / 1e3, "µs"),
+        1_000_000..=999_999_999 => (ns_f / 1e6, "ms"),
+        _ => (ns_f / 1e9, "s"),
+    };
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{value:.decimals$}{unit}")
+}
+
+/// A Unix time as `HH:MM:SS.ffffff` UTC.
+fn format_clock(unix_ns: u64) -> String {
+    let seconds = unix_ns / 1_000_000_000;
+    let micros = unix_ns % 1_000_000_000 / 1_000;
+    let day = seconds % 86_400;
+    format!("{:02}:{:02}:{:02}.{micros:06}", day / 3600, day % 3600 / 60, day % 60)
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} requests, {} spans", self.requests, self.spans)?;
+        if self.requests == 0 {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "latency  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format_duration(self.p50_ns),
+            format_duration(self.p90_ns),
+            format_duration(self.p99_ns),
+            format_duration(self.p999_ns),
+            format_duration(self.max_ns)
+        )?;
+        writeln!(f, "slowest:")?;
+        for slow in &self.slowest {
+            writeln!(
+                f,
+                "  {:>8}  {:<24} trace {:032x}  at {} UTC",
+                format_duration(slow.duration_ns),
+                slow.name,
+                slow.trace_id,
+                format_clock(slow.begin_unix_ns)
+            )?;
+        }
+        Ok(())
+    }
+}
