@@ -1,0 +1,118 @@
+//! Views of a minitrace flight dump: a self-contained HTML page of the whole
+//! population, a Chrome trace-event export for Perfetto, and a summary.
+//!
+//! ```
+//! use minitrace_flight::{synthetic, Reader, Writer};
+//!
+//! // A dump of 2 000 synthetic requests, in memory.
+//! let mut writer = Writer::new(Vec::new());
+//! for request in synthetic::requests(2_000, 1) {
+//!     writer.write(&request)?;
+//! }
+//! let dump = writer.finish()?.into_inner();
+//!
+//! // The page: one HTML file that works offline.
+//! let mut page = Vec::new();
+//! let stats = minitrace_view::render_page(Reader::new(&dump[..])?, "demo", &mut page)?;
+//! assert_eq!(stats.requests, 2_000);
+//! assert!(String::from_utf8(page)?.starts_with("<!DOCTYPE html>"));
+//!
+//! // The same requests for Perfetto, and the summary the CLI prints.
+//! let mut json = Vec::new();
+//! let exported = minitrace_view::export_perfetto(Reader::new(&dump[..])?, &Default::default(), &mut json)?;
+//! assert_eq!(exported.events, 2_000 * 11);
+//! println!("{}", minitrace_view::summarize(Reader::new(&dump[..])?)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The command line, `minitrace-view DUMP [-o PAGE.html] [--perfetto OUT.json]
+//! [--summary]`, is a thin shell over [`render_page`], [`export_perfetto`]
+//! and [`summarize`].
+
+#![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
+
+use std::fmt;
+use std::io::{self, Read};
+
+use minitrace_flight::{FormatError, Reader, Summary, SummaryBuilder};
+
+mod page;
+mod perfetto;
+
+pub use page::{render_page, PageStats};
+pub use perfetto::{export_perfetto, Exported, PerfettoOptions};
+
+/// Why a view could not be made.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ViewError {
+    /// The dump could not be read (see [`FormatError`]).
+    Dump(FormatError),
+    /// The output could not be written.
+    Output(io::Error),
+}
+
+impl fmt::Display for ViewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ViewError::Dump(error) => error.fmt(f),
+            ViewError::Output(error) => write!(f, "cannot write the output: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ViewError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ViewError::Dump(error) => Some(error),
+            ViewError::Output(error) => Some(error),
+        }
+    }
+}
+
+impl From<FormatError> for ViewError {
+    fn from(error: FormatError) -> Self {
+        ViewError::Dump(error)
+    }
+}
+
+/// The summary of a whole dump: its latency percentiles and slowest
+/// requests, read as a stream.
+pub fn summarize<R: Read>(reader: Reader<R>) -> Result<Summary, FormatError> {
+    let mut builder = SummaryBuilder::default();
+    for request in reader {
+        builder.add(&request?);
+    }
+    Ok(builder.finish())
+}
+
+/// `text` as a JSON string literal; `<` escaped too, so that the literal
+/// can sit inside an HTML `<script>` element.
+pub(crate) fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '<' || c == '\u{2028}' || c == '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn json_strings_escape_what_json_and_html_need() {
+        assert_eq!(super::json_string("a\"b\\c\n</script>\u{1}"), r#""a\"b\\c\n\u003c/script>\u0001""#);
+    }
+}

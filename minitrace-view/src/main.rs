@@ -1,0 +1,182 @@
+//! `minitrace-view`: a flight dump as an HTML page, a Perfetto trace, or a
+//! summary. Run with `--help` for its usage.
+
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use minitrace_flight::Reader;
+use minitrace_view::{export_perfetto, render_page, summarize, PerfettoOptions};
+
+const USAGE: &str = "\
+usage: minitrace-view DUMP [-o PAGE.html] [--perfetto OUT.json [--around TRACE_ID] [--limit N]]
+                           [--summary] [--title TITLE]
+
+  -o PAGE.html        write a self-contained HTML page of every request (works offline)
+  --perfetto OUT.json write Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing
+  --around TRACE_ID   with --perfetto: only the requests that overlap this one (hex id)
+  --limit N           with --perfetto: at most N requests
+  --summary           print the latency percentiles and the slowest requests
+  --title TITLE       the page's title (default: the dump's file name)
+
+With none of -o, --perfetto and --summary: writes DUMP's page beside it (DUMP.html) and
+prints the summary.";
+
+#[derive(Debug, Default)]
+struct Args {
+    dump: PathBuf,
+    page: Option<PathBuf>,
+    perfetto: Option<PathBuf>,
+    around: Option<u128>,
+    limit: Option<usize>,
+    summary: bool,
+    title: Option<String>,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut parsed = Args::default();
+    let mut dump = None;
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "-h" | "--help" => return Err(String::new()),
+            "-o" | "--output" => parsed.page = Some(value("-o")?.into()),
+            "--perfetto" => parsed.perfetto = Some(value("--perfetto")?.into()),
+            "--around" => {
+                let id = value("--around")?;
+                let id = u128::from_str_radix(id.trim_start_matches("0x"), 16)
+                    .map_err(|_| format!("--around takes a trace id in hex, not {id:?}"))?;
+                parsed.around = Some(id);
+            }
+            "--limit" => {
+                let limit = value("--limit")?;
+                parsed.limit =
+                    Some(limit.parse().map_err(|_| format!("--limit takes a count, not {limit:?}"))?);
+            }
+            "--summary" => parsed.summary = true,
+            "--title" => parsed.title = Some(value("--title")?),
+            flag if flag.starts_with('-') && flag != "-" => return Err(format!("unknown option {flag}")),
+            path if dump.is_none() => dump = Some(PathBuf::from(path)),
+            extra => return Err(format!("one dump at a time (also given: {extra})")),
+        }
+    }
+    parsed.dump = dump.ok_or("no dump given")?;
+    if (parsed.around.is_some() || parsed.limit.is_some()) && parsed.perfetto.is_none() {
+        return Err("--around and --limit go with --perfetto".into());
+    }
+    if parsed.page.is_none() && parsed.perfetto.is_none() && !parsed.summary {
+        parsed.page = Some(parsed.dump.with_extension("html"));
+        parsed.summary = true;
+    }
+    Ok(parsed)
+}
+
+fn open(path: &Path) -> Result<Reader<BufReader<File>>, String> {
+    let file = File::open(path).map_err(|error| format!("cannot open {}: {error}", path.display()))?;
+    Reader::new(BufReader::with_capacity(1 << 20, file))
+        .map_err(|error| format!("{}: {error}", path.display()))
+}
+
+/// Writes `path` through `write` into a temporary file renamed into place
+/// on success: a failure never leaves half a page behind.
+fn write_atomically<T>(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> Result<T, String>,
+) -> Result<T, String> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let result = File::create(&temporary)
+        .map_err(|error| format!("cannot create {}: {error}", temporary.display()))
+        .and_then(|file| {
+            let mut out = BufWriter::new(file);
+            let value = write(&mut out)?;
+            out.flush().map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+            fs::rename(&temporary, path)
+                .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+            Ok(value)
+        });
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let dump_name = args.dump.display().to_string();
+    if args.summary {
+        let summary = summarize(open(&args.dump)?).map_err(|error| format!("{dump_name}: {error}"))?;
+        print!("{summary}");
+    }
+    if let Some(page) = &args.page {
+        let title = args.title.clone().unwrap_or_else(|| {
+            args.dump.file_name().map_or(dump_name.clone(), |name| name.to_string_lossy().into_owned())
+        });
+        let reader = open(&args.dump)?;
+        let stats = write_atomically(page, |out| {
+            render_page(reader, &title, out).map_err(|error| format!("{dump_name}: {error}"))
+        })?;
+        if stats.requests == 0 {
+            eprintln!("minitrace-view: {dump_name} holds no requests; the page says so");
+        }
+        println!(
+            "page: {} ({} requests, {:.1} MB)",
+            page.display(),
+            stats.requests,
+            stats.bytes as f64 / 1e6
+        );
+    }
+    if let Some(json) = &args.perfetto {
+        // A first pass for the earliest begin (time 0) and the window.
+        let (mut origin, mut window) = (None::<u64>, None);
+        for request in open(&args.dump)? {
+            let request = request.map_err(|error| format!("{dump_name}: {error}"))?;
+            origin = Some(origin.map_or(request.begin_unix_ns, |origin| origin.min(request.begin_unix_ns)));
+            if Some(request.trace_id) == args.around {
+                window = Some((request.begin_unix_ns, request.end_unix_ns()));
+            }
+        }
+        if let (Some(id), None) = (args.around, window) {
+            return Err(format!("{dump_name} holds no request with trace id {id:032x}"));
+        }
+        let options = PerfettoOptions { window, limit: args.limit, origin_unix_ns: origin };
+        let reader = open(&args.dump)?;
+        let exported = write_atomically(json, |out| {
+            export_perfetto(reader, &options, out).map_err(|error| format!("{dump_name}: {error}"))
+        })?;
+        println!(
+            "perfetto: {} ({} requests, {} events on {} tracks)",
+            json.display(),
+            exported.requests,
+            exported.events,
+            exported.tracks
+        );
+        if exported.requests > 200_000 {
+            eprintln!("minitrace-view: Perfetto's UI is slow past a few hundred thousand requests; try --around or --limit");
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) if message.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("minitrace-view: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("minitrace-view: {message}");
+            let _ = io::stderr().flush();
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,492 @@
+'use strict';
+// The page's only script: it reads the data elements written by
+// minitrace-view and draws on <canvas> from typed arrays (see page.rs for why).
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const meta = JSON.parse($('meta').textContent);
+  const api = { ready: false };
+  window.mtview = api;
+
+  function bytesOf(id) {
+    const text = $(id).textContent;
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
+    const binary = atob(text);
+    const out = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+    return out;
+  }
+
+  function fmtDur(ns) {
+    if (ns < 1e3) return `${Math.round(ns)}ns`;
+    const [v, unit] = ns < 1e6 ? [ns / 1e3, 'µs'] : ns < 1e9 ? [ns / 1e6, 'ms'] : [ns / 1e9, 's'];
+    return `${v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)}${unit}`;
+  }
+
+  // Seconds since the dump's first request, with as many decimals as `step` (µs) needs.
+  function fmtSeconds(us, step) {
+    const decimals = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / 1e6))));
+    return `${(us / 1e6).toFixed(decimals)}s`;
+  }
+
+  function niceTicks(a, b, count) {
+    const raw = (b - a) / Math.max(1, count);
+    let step = Math.pow(10, Math.floor(Math.log10(raw)));
+    const err = raw / step;
+    step *= err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1;
+    const ticks = [];
+    for (let t = Math.ceil(a / step) * step; t <= b; t += step) ticks.push(t);
+    return { ticks, step };
+  }
+
+  const n = meta.count;
+  const s = meta.summary;
+  $('stats').innerHTML = n === 0 ? '<b>0</b> requests' :
+    `<b>${n.toLocaleString('en')}</b> requests · <b>${meta.spans.toLocaleString('en')}</b> spans · ` +
+    `p50 <b>${fmtDur(s.p50)}</b> · p90 <b>${fmtDur(s.p90)}</b> · p99 <b>${fmtDur(s.p99)}</b> · ` +
+    `p99.9 <b>${fmtDur(s.p999)}</b> · max <b>${fmtDur(s.max)}</b>`;
+
+  if (n === 0) {
+    $('main').innerHTML = '<div class="empty" id="empty-state">This dump holds no requests: the recorder ' +
+      'had recorded none when it was dumped.</div>';
+    api.ready = true;
+    return;
+  }
+
+  const begin = new Float64Array(bytesOf('d-begin').buffer); // µs since the first request
+  const dur = new Float32Array(bytesOf('d-duration').buffer); // µs
+  const kind = bytesOf('d-kind');
+  const durLog = new Float32Array(n);
+  let tMax = 0;
+  let dMin = Infinity;
+  let dMax = 0;
+  for (let i = 0; i < n; i++) {
+    durLog[i] = Math.log10(Math.max(dur[i], 1e-3));
+    if (begin[i] > tMax) tMax = begin[i];
+    if (dur[i] > 0 && dur[i] < dMin) dMin = dur[i];
+    if (dur[i] > dMax) dMax = dur[i];
+  }
+  if (!isFinite(dMin)) dMin = 1e-3;
+  const channel = (at) => Uint8Array.from(meta.kinds, (k) => parseInt(k.color.slice(at, at + 2), 16));
+  const [kindR, kindG, kindB] = [channel(1), channel(3), channel(5)];
+  $('legend').innerHTML = meta.kinds.map((k) =>
+    `<span><i style="background:${k.color}"></i>${escapeHtml(k.name)} (${k.count.toLocaleString('en')})</span>`).join('');
+
+  function escapeHtml(text) {
+    return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+  }
+
+  // The view: x in µs since the first request, y in µs or log10(µs).
+  let logY = $('log-y').checked;
+  let view;
+  function fullView() {
+    const pad = Math.max(tMax * 0.01, 1);
+    const yr = logY ? [Math.log10(dMin), Math.log10(dMax)] : [0, dMax];
+    const ypad = Math.max((yr[1] - yr[0]) * 0.05, logY ? 0.1 : dMax * 0.05 || 1);
+    return { x0: -pad, x1: tMax + pad, y0: logY ? yr[0] - ypad : 0, y1: yr[1] + ypad };
+  }
+  view = fullView();
+
+  const dpr = () => window.devicePixelRatio || 1;
+  function fit(canvas) {
+    const w = Math.max(1, Math.round(canvas.clientWidth * dpr()));
+    const h = Math.max(1, Math.round(canvas.clientHeight * dpr()));
+    if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+  }
+
+  // The scatter: every point added into per-pixel sums, then one putImageData.
+  const scatter = $('scatter');
+  const ALPHA = 0.5; // one point's opacity; k points on a pixel: 1 - (1 - ALPHA)^k
+  let buffers = null;
+  function drawScatter() {
+    fit(scatter);
+    const W = scatter.width;
+    const H = scatter.height;
+    if (!buffers || buffers.size !== W * H) {
+      buffers = { size: W * H, count: new Float32Array(W * H), r: new Float32Array(W * H),
+        g: new Float32Array(W * H), b: new Float32Array(W * H) };
+    } else {
+      buffers.count.fill(0); buffers.r.fill(0); buffers.g.fill(0); buffers.b.fill(0);
+    }
+    const { count, r, g, b } = buffers;
+    const sx = W / (view.x1 - view.x0);
+    const sy = H / (view.y1 - view.y0);
+    const ys = logY ? durLog : dur;
+    const size = Math.max(2, Math.round(1.5 * dpr()));
+    for (let i = 0; i < n; i++) {
+      const x = Math.floor((begin[i] - view.x0) * sx);
+      const y = Math.floor((view.y1 - ys[i]) * sy);
+      if (x < 0 || x >= W || y < 0 || y >= H) continue;
+      const k = kind[i];
+      const cr = kindR[k];
+      const cg = kindG[k];
+      const cb = kindB[k];
+      for (let dy = 0; dy < size && y + dy < H; dy++) {
+        for (let dx = 0; dx < size && x + dx < W; dx++) {
+          const p = (y + dy) * W + x + dx;
+          count[p]++; r[p] += cr; g[p] += cg; b[p] += cb;
+        }
+      }
+    }
+    const image = new ImageData(W, H);
+    const px = image.data;
+    const keep = Math.log(1 - ALPHA);
+    for (let p = 0; p < W * H; p++) {
+      const c = count[p];
+      if (c === 0) continue;
+      px[4 * p] = r[p] / c; px[4 * p + 1] = g[p] / c; px[4 * p + 2] = b[p] / c;
+      px[4 * p + 3] = 255 * (1 - Math.exp(c * keep));
+    }
+    scatter.getContext('2d').putImageData(image, 0, 0);
+  }
+
+  // Axes on the overlay canvas around a plot canvas, in CSS pixels.
+  function axes(overlay, plot, xTicks, yTicks, yTitle) {
+    fit(overlay);
+    const ctx = overlay.getContext('2d');
+    ctx.setTransform(dpr(), 0, 0, dpr(), 0, 0);
+    ctx.clearRect(0, 0, overlay.clientWidth, overlay.clientHeight);
+    const L = plot.offsetLeft;
+    const T = plot.offsetTop;
+    const Wp = plot.clientWidth;
+    const Hp = plot.clientHeight;
+    ctx.strokeStyle = '#d0d5dd'; ctx.fillStyle = '#667085'; ctx.font = '11px system-ui, sans-serif';
+    ctx.strokeRect(L - 0.5, T - 0.5, Wp + 1, Hp + 1);
+    ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+    for (const [x, label] of xTicks) {
+      if (x < 0 || x > Wp) continue;
+      ctx.beginPath(); ctx.moveTo(L + x, T + Hp); ctx.lineTo(L + x, T + Hp + 4); ctx.stroke();
+      ctx.fillText(label, L + x, T + Hp + 6);
+    }
+    ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
+    for (const [y, label] of yTicks) {
+      if (y < 0 || y > Hp) continue;
+      ctx.beginPath(); ctx.moveTo(L - 4, T + y); ctx.lineTo(L, T + y); ctx.stroke();
+      ctx.fillText(label, L - 6, T + y);
+    }
+    ctx.save(); ctx.translate(12, T + Hp / 2); ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = 'center'; ctx.fillText(yTitle, 0, 0); ctx.restore();
+    return { ctx, L, T, Wp, Hp };
+  }
+
+  function timeTicks(width) {
+    const { ticks, step } = niceTicks(view.x0, view.x1, Math.max(2, width / 110));
+    return ticks.map((t) => [(t - view.x0) / (view.x1 - view.x0) * width, fmtSeconds(t, step)]);
+  }
+
+  function drawScatterAxes() {
+    const Wp = scatter.clientWidth;
+    const Hp = scatter.clientHeight;
+    const yPos = (v) => (view.y1 - v) / (view.y1 - view.y0) * Hp;
+    let yTicks;
+    if (logY && view.y1 - view.y0 > 1.5) {
+      yTicks = [];
+      for (let k = Math.ceil(view.y0); k <= view.y1; k++) yTicks.push([yPos(k), fmtDur(Math.pow(10, k) * 1e3)]);
+    } else {
+      const lo = logY ? Math.pow(10, view.y0) : view.y0;
+      const hi = logY ? Math.pow(10, view.y1) : view.y1;
+      const { ticks } = niceTicks(lo, hi, 6);
+      yTicks = ticks.filter((v) => v > 0 || !logY).map((v) => [yPos(logY ? Math.log10(v) : v), fmtDur(v * 1e3)]);
+    }
+    const { ctx, L, T } = axes($('scatter-axes'), scatter, timeTicks(Wp), yTicks, 'duration');
+    if (selected !== null) {
+      const x = (begin[selected] - view.x0) / (view.x1 - view.x0) * Wp;
+      const y = yPos(logY ? durLog[selected] : dur[selected]);
+      if (x >= 0 && x <= Wp && y >= 0 && y <= Hp) {
+        ctx.strokeStyle = '#d92d20'; ctx.lineWidth = 2;
+        ctx.beginPath(); ctx.arc(L + x, T + y, 7, 0, 2 * Math.PI); ctx.stroke();
+      }
+    }
+  }
+
+  // Requests in flight: begins and ends sorted once, swept per redraw.
+  const starts = Float64Array.from(begin).sort();
+  const ends = new Float64Array(n);
+  for (let i = 0; i < n; i++) ends[i] = begin[i] + dur[i];
+  ends.sort();
+  function lowerBound(sorted, value) {
+    let lo = 0;
+    let hi = sorted.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (sorted[mid] < value) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+  const inflight = $('inflight');
+  function drawInflight() {
+    fit(inflight);
+    const W = inflight.width;
+    const H = inflight.height;
+    const column = (view.x1 - view.x0) / W;
+    let i = lowerBound(starts, view.x0);
+    let j = lowerBound(ends, view.x0);
+    let current = i - j;
+    const least = new Float64Array(W);
+    const most = new Float64Array(W);
+    let top = 1;
+    for (let c = 0; c < W; c++) {
+      const until = view.x0 + (c + 1) * column;
+      let lo = current;
+      let hi = current;
+      for (;;) {
+        const s = i < n ? starts[i] : Infinity;
+        const e = j < n ? ends[j] : Infinity;
+        if (Math.min(s, e) >= until) break;
+        if (e <= s) { current--; j++; if (current < lo) lo = current; } else { current++; i++; if (current > hi) hi = current; }
+      }
+      least[c] = lo; most[c] = hi;
+      if (hi > top) top = hi;
+    }
+    top *= 1.1;
+    const ctx = inflight.getContext('2d');
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    for (let c = 0; c < W; c++) {
+      const yMost = H - most[c] / top * H;
+      const yLeast = H - least[c] / top * H;
+      ctx.fillStyle = '#b2ccff'; ctx.fillRect(c, yMost, 1, H - yMost);
+      ctx.fillStyle = '#2e5aac'; ctx.fillRect(c, yLeast, 1, H - yLeast);
+    }
+    const { ticks } = niceTicks(0, top, 3);
+    const Hp = inflight.clientHeight;
+    axes($('inflight-axes'), inflight, timeTicks(inflight.clientWidth),
+      ticks.map((v) => [Hp - v / top * Hp, String(v)]), 'in flight');
+  }
+
+  // The per-stage view: a raster made by minitrace-view, shown as is.
+  const stream = $('stream');
+  stream.width = meta.stream.width;
+  stream.height = meta.stream.height;
+  stream.getContext('2d').putImageData(
+    new ImageData(new Uint8ClampedArray(bytesOf('d-stream').buffer), meta.stream.width, meta.stream.height), 0, 0);
+  $('stage-legend').innerHTML = meta.stages.map((st) =>
+    `<span><i style="background:${st.color}"></i>${escapeHtml(st.name)}</span>`).join('');
+  function drawStreamAxes() {
+    const Wp = stream.clientWidth;
+    const Hp = stream.clientHeight;
+    const { logMin, logMax } = meta.stream;
+    const xTicks = [];
+    for (let k = Math.ceil(logMin); k <= logMax; k++) xTicks.push([(k - logMin) / (logMax - logMin) * Wp, fmtDur(Math.pow(10, k))]);
+    const yTicks = [[0, 'first'], [Hp, 'last']];
+    const { ctx, L, T } = axes($('stream-axes'), stream, xTicks, yTicks, 'requests by start');
+    if (selected !== null) {
+      let rank = 0;
+      const at = begin[selected];
+      for (let i = 0; i < n; i++) if (begin[i] < at) rank++;
+      const y = T + rank / n * Hp;
+      ctx.strokeStyle = '#d92d20'; ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.moveTo(L, y); ctx.lineTo(L + Wp, y); ctx.stroke();
+    }
+  }
+
+  let pending = false;
+  function redraw() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; drawAll(); });
+  }
+  function drawAll() {
+    drawScatter(); drawScatterAxes(); drawInflight(); drawStreamAxes();
+  }
+
+  // Zoom, pan, select.
+  function pointer(event) {
+    const rect = scatter.getBoundingClientRect();
+    return { x: event.clientX - rect.left, y: event.clientY - rect.top, w: rect.width, h: rect.height };
+  }
+  scatter.addEventListener('wheel', (event) => {
+    event.preventDefault();
+    const p = pointer(event);
+    const factor = Math.exp(Math.sign(event.deltaY) * Math.min(Math.abs(event.deltaY), 200) * 0.002);
+    if (!event.altKey) {
+      const at = view.x0 + p.x / p.w * (view.x1 - view.x0);
+      view.x0 = at - (at - view.x0) * factor; view.x1 = at + (view.x1 - at) * factor;
+    }
+    if (!event.shiftKey) {
+      const at = view.y1 - p.y / p.h * (view.y1 - view.y0);
+      view.y0 = at - (at - view.y0) * factor; view.y1 = at + (view.y1 - at) * factor;
+    }
+    redraw();
+  }, { passive: false });
+  let drag = null;
+  scatter.addEventListener('mousedown', (event) => { drag = { start: pointer(event), view: { ...view }, moved: false }; });
+  window.addEventListener('mousemove', (event) => {
+    if (!drag) return;
+    const p = pointer(event);
+    const dx = p.x - drag.start.x;
+    const dy = p.y - drag.start.y;
+    if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+    drag.moved = true;
+    const v = drag.view;
+    const tx = dx / p.w * (v.x1 - v.x0);
+    const ty = dy / p.h * (v.y1 - v.y0);
+    view = { x0: v.x0 - tx, x1: v.x1 - tx, y0: v.y0 + ty, y1: v.y1 + ty };
+    redraw();
+  });
+  window.addEventListener('mouseup', (event) => {
+    if (drag && !drag.moved) selectNear(pointer(event));
+    drag = null;
+  });
+  scatter.addEventListener('dblclick', () => { view = fullView(); redraw(); });
+  $('reset').addEventListener('click', () => { view = fullView(); redraw(); });
+  $('log-y').addEventListener('change', () => { logY = $('log-y').checked; view = fullView(); redraw(); });
+  window.addEventListener('resize', redraw);
+
+  function selectNear(p) {
+    const ys = logY ? durLog : dur;
+    const sx = p.w / (view.x1 - view.x0);
+    const sy = p.h / (view.y1 - view.y0);
+    let best = -1;
+    let bestD = 15 * 15;
+    for (let i = 0; i < n; i++) {
+      const dx = (begin[i] - view.x0) * sx - p.x;
+      if (dx > 15 || dx < -15) continue;
+      const dy = (view.y1 - ys[i]) * sy - p.y;
+      const d = dx * dx + dy * dy;
+      if (d < bestD) { bestD = d; best = i; }
+    }
+    if (best >= 0) select(best);
+  }
+
+  // A request's trace: its block, inflated by the browser and decoded here
+  // as FORMAT.md of minitrace-flight describes.
+  const blocks = new Map();
+  function loadBlock(b) {
+    if (!blocks.has(b)) {
+      blocks.set(b, (async () => {
+        const stream = new Blob([bytesOf('b' + b)]).stream().pipeThrough(new DecompressionStream('deflate'));
+        const raw = new Uint8Array(await new Response(stream).arrayBuffer());
+        const first = meta.blockStarts[b];
+        const next = b + 1 < meta.blockStarts.length ? meta.blockStarts[b + 1] : n;
+        return decodeBlock(raw, next - first);
+      })());
+    }
+    return blocks.get(b);
+  }
+
+  function decodeBlock(raw, count) {
+    const cursor = (at, end) => ({ at, end });
+    const varint = (c) => {
+      let value = 0; let scale = 1; let byte;
+      do { if (c.at >= c.end) throw new Error('damaged block'); byte = raw[c.at++]; value += (byte & 0x7f) * scale; scale *= 128; } while (byte & 0x80);
+      return value;
+    };
+    const varintBig = (c) => {
+      let value = 0n; let shift = 0n; let byte;
+      do { if (c.at >= c.end) throw new Error('damaged block'); byte = raw[c.at++]; value |= BigInt(byte & 0x7f) << shift; shift += 7n; } while (byte & 0x80);
+      return value;
+    };
+    const unzig = (v) => (v % 2 === 1 ? -(v + 1) / 2 : v / 2);
+    const unzigBig = (v) => ((v & 1n) ? -((v + 1n) >> 1n) : v >> 1n);
+    const head = cursor(0, raw.length);
+    const lengths = [];
+    for (let k = 0; k < 13; k++) lengths.push(varint(head));
+    const col = [];
+    let at = head.at;
+    for (const length of lengths) { col.push(cursor(at, at + length)); at += length; }
+    const text = new TextDecoder();
+    const strings = [];
+    for (let k = varint(col[0]); k > 0; k--) {
+      const len = varint(col[0]);
+      strings.push(text.decode(raw.subarray(col[0].at, col[0].at + len)));
+      col[0].at += len;
+    }
+    const str = (c) => strings[varint(c)];
+    const requests = [];
+    let previousBegin = 0n;
+    for (let r = 0; r < count; r++) {
+      let traceId = '';
+      for (let k = 0; k < 16; k++) traceId += raw[col[1].at + k].toString(16).padStart(2, '0');
+      col[1].at += 16;
+      const name = str(col[2]);
+      const thread = varint(col[3]);
+      const b = varintBig(col[4]);
+      const beginNs = r === 0 ? b : previousBegin + unzigBig(b);
+      previousBegin = beginNs;
+      const durationNs = varint(col[5]);
+      const properties = [];
+      for (let k = varint(col[6]); k > 0; k--) properties.push([str(col[7]), str(col[7])]);
+      const spans = [];
+      for (let k = 0, count = varint(col[8]); k < count; k++) {
+        const spanName = str(col[9]);
+        const back = varint(col[10]);
+        const parent = back === 0 ? null : k - back;
+        const before = spans[k - 1];
+        // Offsets from the request's begin; the prediction is the writer's.
+        const predicted = k === 0 ? 0 : parent === k - 1 ? before.begin : before.begin + before.duration;
+        const spanBegin = predicted + unzig(varint(col[11]));
+        spans.push({ name: spanName, parent, begin: spanBegin, duration: varint(col[12]) });
+      }
+      requests.push({ traceId, name, thread, beginNs, durationNs, properties, spans });
+    }
+    return requests;
+  }
+
+  function fmtUnixNs(ns) {
+    const iso = new Date(Number(ns / 1000000n)).toISOString();
+    return `${iso.slice(0, 19)}.${String(ns % 1000000000n).padStart(9, '0')}Z`;
+  }
+
+  let selected = null;
+  async function select(index) {
+    selected = index;
+    redraw();
+    let b = 0;
+    while (b + 1 < meta.blockStarts.length && meta.blockStarts[b + 1] <= index) b++;
+    const request = (await loadBlock(b))[index - meta.blockStarts[b]];
+    if (selected !== index) return;
+    $('selection-empty').hidden = true;
+    $('selection').hidden = false;
+    $('selected-trace').textContent = request.traceId;
+    $('selected-name').textContent = request.name;
+    $('selected-duration').textContent = fmtDur(request.durationNs);
+    $('selected-begin').textContent = `${fmtUnixNs(request.beginNs)} (${(begin[index] / 1e6).toFixed(6)}s into the dump)`;
+    $('selected-thread').textContent = String(request.thread);
+    $('selected-properties').textContent = request.properties.map(([k, v]) => `${k}=${v}`).join(', ') || '—';
+    drawTimeline(request);
+    api.selected = request;
+  }
+
+  function drawTimeline(request) {
+    const children = request.spans.map(() => []);
+    const rows = [{ name: request.name, begin: 0, duration: request.durationNs, depth: 0 }];
+    const top = [];
+    request.spans.forEach((span, k) => (span.parent === null ? top : children[span.parent]).push(k));
+    const walk = (k, depth) => { rows.push({ ...request.spans[k], depth }); children[k].forEach((c) => walk(c, depth + 1)); };
+    top.forEach((k) => walk(k, 1));
+    const lo = Math.min(0, ...rows.map((row) => row.begin));
+    const hi = Math.max(...rows.map((row) => row.begin + row.duration));
+    const pct = (v) => (v - lo) / Math.max(1, hi - lo) * 100;
+    const timeline = $('timeline');
+    timeline.textContent = '';
+    for (const row of rows) {
+      const line = document.createElement('div');
+      line.className = 'span-row';
+      const bar = document.createElement('div');
+      bar.className = row.depth === 0 ? 'bar root' : 'bar';
+      bar.style.left = `${pct(row.begin)}%`;
+      bar.style.width = `${pct(row.begin + row.duration) - pct(row.begin)}%`;
+      bar.style.opacity = String(1 - Math.min(row.depth, 4) * 0.15);
+      bar.title = `${row.name}: ${fmtDur(row.duration)} from +${fmtDur(row.begin)}`;
+      const label = document.createElement('span');
+      label.className = 'span-label';
+      label.textContent = `${row.name} ${fmtDur(row.duration)}`;
+      const end = pct(row.begin + row.duration);
+      // Beside the bar where there is room, else inside it.
+      if (end < 60) label.style.left = `calc(${end}% + 4px)`;
+      else if (pct(row.begin) > 40) label.style.right = `calc(${100 - pct(row.begin)}% + 4px)`;
+      else { label.style.left = `calc(${pct(row.begin)}% + 4px)`; label.classList.add('inside'); }
+      line.append(bar, label);
+      timeline.append(line);
+    }
+  }
+
+  $('slowest').innerHTML = meta.slowest.map((r) =>
+    `<li><a data-index="${r.index}">${escapeHtml(r.name)} ${fmtDur(r.durationNs)}</a></li>`).join('');
+  $('slowest').addEventListener('click', (event) => {
+    const index = event.target.dataset && event.target.dataset.index;
+    if (index !== undefined) select(Number(index));
+  });
+
+  api.view = () => ({ ...view });
+  api.select = select;
+  drawAll();
+  api.ready = true;
+})();

@@ -1,0 +1,363 @@
+//! The HTML page: every request's begin, duration and kind as typed arrays,
+//! the per-stage view as a raster, and the dump's own blocks for the traces,
+//! all inline in one file.
+//!
+//! The page draws a million points on `<canvas>`: one pass over the typed
+//! arrays adds each point into a pixel buffer and one `putImageData` shows
+//! it, a few milliseconds per redraw. A million SVG or DOM nodes would take
+//! seconds to build and lay out, and each zoom would rebuild them.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::write::EncoderWriter;
+use minitrace_flight::{Reader, Request, SummaryBuilder};
+
+use crate::{json_string, ViewError};
+
+const TEMPLATE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+
+/// The per-stage view's raster: columns of time since the request began.
+const STREAM_WIDTH: usize = 900;
+/// Its rows of requests in start order, at most.
+const STREAM_HEIGHT: usize = 450;
+/// Root names with a colour of their own; the rest share "other".
+const MAX_KINDS: usize = 255;
+/// Span names with a colour of their own in the per-stage view.
+const MAX_STAGES: usize = 62;
+/// Slowest requests listed on the page.
+const SLOWEST: usize = 10;
+
+/// What [`render_page`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageStats {
+    /// Requests on the page.
+    pub requests: u64,
+    /// Their spans, roots not counted.
+    pub spans: u64,
+    /// The page's size in bytes.
+    pub bytes: u64,
+}
+
+/// Names numbered in order of first sight, up to a limit past which they
+/// share the last number.
+#[derive(Default)]
+struct Names {
+    index: HashMap<String, usize>,
+    names: Vec<String>,
+    counts: Vec<u64>,
+}
+
+impl Names {
+    fn id(&mut self, name: &str, limit: usize) -> usize {
+        let id = match self.index.get(name) {
+            Some(&id) => id,
+            None if self.names.len() < limit => {
+                self.names.push(name.to_string());
+                self.counts.push(0);
+                self.index.insert(name.to_string(), self.names.len() - 1);
+                self.names.len() - 1
+            }
+            None => {
+                if self.names.len() == limit {
+                    self.names.push("(other)".to_string());
+                    self.counts.push(0);
+                }
+                limit
+            }
+        };
+        self.counts[id] += 1;
+        id
+    }
+}
+
+/// Everything the page needs, gathered in one pass over the dump.
+#[derive(Default)]
+struct Gathered {
+    begins: Vec<u64>,
+    durations: Vec<u64>,
+    kinds: Vec<u8>,
+    kind_names: Names,
+    stage_names: Names,
+    /// (stage, ns since the request began) for each span's begin; stage 0
+    /// marks the request's end.
+    points: Vec<(u8, f32)>,
+    point_starts: Vec<usize>,
+    blocks: Vec<Vec<u8>>,
+    block_starts: Vec<u64>,
+    spans: u64,
+}
+
+impl Gathered {
+    fn add(&mut self, request: &Request) {
+        self.begins.push(request.begin_unix_ns);
+        self.durations.push(request.duration_ns);
+        self.kinds.push(self.kind_names.id(&request.name, MAX_KINDS) as u8);
+        self.point_starts.push(self.points.len());
+        self.points.push((0, request.duration_ns as f32));
+        for span in &request.spans {
+            let stage = 1 + self.stage_names.id(&span.name, MAX_STAGES) as u8;
+            self.points.push((stage, span.begin_unix_ns.saturating_sub(request.begin_unix_ns) as f32));
+        }
+        self.spans += request.spans.len() as u64;
+    }
+}
+
+/// An RGB colour of a hue (degrees) at the page's saturation and lightness.
+fn hue_color(hue: f64) -> [u8; 3] {
+    let (s, l) = (0.65, 0.45);
+    let c = (1.0 - (2.0 * l - 1.0_f64).abs()) * s;
+    let h = hue.rem_euclid(360.0) / 60.0;
+    let x = c * (1.0 - (h % 2.0 - 1.0).abs());
+    let (r, g, b) = match h as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = l - c / 2.0;
+    [r, g, b].map(|v| ((v + m) * 255.0).round() as u8)
+}
+
+/// Colours for `count` categories, neighbours far apart (the golden angle).
+fn palette(count: usize, first_hue: f64) -> Vec<[u8; 3]> {
+    (0..count).map(|i| hue_color(first_hue + i as f64 * 137.508)).collect()
+}
+
+fn css(color: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", color[0], color[1], color[2])
+}
+
+/// The per-stage view: requests stacked by start order (rows), each span's
+/// begin and the request's end as a point at its time since the request
+/// began (log scale), coloured by stage and shaded by how many points share
+/// a pixel. Returns the RGBA raster, its height and the log10 range.
+fn stream_raster(gathered: &Gathered, colors: &[[u8; 3]]) -> (Vec<u8>, usize, f64, f64) {
+    let count = gathered.begins.len();
+    let height = count.clamp(1, STREAM_HEIGHT);
+    let log = |ns: f32| f64::from(ns.max(1.0)).log10();
+    let (mut low, mut high) = (f64::MAX, f64::MIN);
+    for &(_, offset) in &gathered.points {
+        low = low.min(log(offset));
+        high = high.max(log(offset));
+    }
+    if high - low < 1.0 {
+        high = low + 1.0;
+    }
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|&index| gathered.begins[index]);
+    let cells = STREAM_WIDTH * height;
+    let mut counts = vec![0u32; cells];
+    let mut sums = vec![[0f32; 3]; cells];
+    for (rank, &index) in order.iter().enumerate() {
+        let row = rank * height / count;
+        let end = gathered.point_starts.get(index + 1).copied().unwrap_or(gathered.points.len());
+        for &(stage, offset) in &gathered.points[gathered.point_starts[index]..end] {
+            let column = ((log(offset) - low) / (high - low) * (STREAM_WIDTH - 1) as f64).round() as usize;
+            let cell = row * STREAM_WIDTH + column.min(STREAM_WIDTH - 1);
+            counts[cell] += 1;
+            let color = colors[usize::from(stage)];
+            for channel in 0..3 {
+                sums[cell][channel] += f32::from(color[channel]);
+            }
+        }
+    }
+    let most = f64::from(counts.iter().copied().max().unwrap_or(0).max(1));
+    let mut rgba = vec![0u8; cells * 4];
+    for cell in 0..cells {
+        let hits = counts[cell];
+        if hits == 0 {
+            continue;
+        }
+        // Log shading: a lone point still shows, a crowded pixel is solid.
+        let alpha = 0.25 + 0.75 * (1.0 + f64::from(hits)).ln() / (1.0 + most).ln();
+        for channel in 0..3 {
+            rgba[cell * 4 + channel] = (sums[cell][channel] / hits as f32).round() as u8;
+        }
+        rgba[cell * 4 + 3] = (alpha * 255.0).round() as u8;
+    }
+    (rgba, height, low, high)
+}
+
+/// Writes `bytes` as a base64 `<script>` data element.
+fn data_element(out: &mut impl Write, id: &str, bytes: &[u8]) -> io::Result<()> {
+    write!(out, "<script type=\"application/octet-stream\" id=\"{id}\">")?;
+    {
+        let mut encoder = EncoderWriter::new(&mut *out, &STANDARD);
+        encoder.write_all(bytes)?;
+        encoder.finish()?;
+    }
+    out.write_all(b"</script>\n")
+}
+
+/// `template` with each marker replaced by its value; values are not
+/// searched for markers, so names in the dump cannot inject any.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some((at, marker, value)) = values
+        .iter()
+        .filter_map(|&(marker, value)| rest.find(marker).map(|at| (at, marker, value)))
+        .min_by_key(|&(at, _, _)| at)
+    {
+        out.push_str(&rest[..at]);
+        out.push_str(value);
+        rest = &rest[at + marker.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A writer that counts what passes through it.
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let written = self.inner.write(buf)?;
+        self.bytes += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Renders a dump as one self-contained HTML page that works offline: the
+/// latency scatter of every request over time (zoomable on both axes),
+/// requests in flight over time, the per-stage view, and on a click the
+/// chosen request's trace as a timeline.
+///
+/// A dump with no requests gives a page that says so. A damaged dump is an
+/// error, and nothing is written before the whole dump has been read.
+pub fn render_page<R: Read, W: Write>(
+    reader: Reader<R>,
+    title: &str,
+    out: W,
+) -> Result<PageStats, ViewError> {
+    let mut gathered = Gathered::default();
+    let mut summary = SummaryBuilder::new(0);
+    let mut reader = reader;
+    while let Some(block) = reader.next_block() {
+        let block = block?;
+        gathered.block_starts.push(gathered.begins.len() as u64);
+        for request in &block.requests {
+            gathered.add(request);
+            summary.add(request);
+        }
+        gathered.blocks.push(block.compressed);
+    }
+    let summary = summary.finish();
+    let count = gathered.begins.len();
+    let origin = gathered.begins.iter().copied().min().unwrap_or(0);
+
+    let kind_colors = palette(gathered.kind_names.names.len(), 210.0);
+    let mut stage_colors = vec![[40, 40, 40]];
+    stage_colors.extend(palette(gathered.stage_names.names.len(), 20.0));
+    let (raster, stream_height, log_low, log_high) = stream_raster(&gathered, &stage_colors);
+
+    let mut slowest: Vec<usize> = (0..count).collect();
+    slowest.sort_unstable_by_key(|&index| std::cmp::Reverse(gathered.durations[index]));
+    slowest.truncate(SLOWEST);
+
+    let kinds: Vec<String> = (gathered.kind_names.names.iter().zip(&gathered.kind_names.counts))
+        .zip(&kind_colors)
+        .map(|((name, count), &color)| {
+            format!("{{\"name\":{},\"color\":\"{}\",\"count\":{count}}}", json_string(name), css(color))
+        })
+        .collect();
+    let mut stage_list =
+        vec![format!("{{\"name\":\"(request end)\",\"color\":\"{}\"}}", css(stage_colors[0]))];
+    stage_list.extend(
+        gathered
+            .stage_names
+            .names
+            .iter()
+            .zip(&stage_colors[1..])
+            .map(|(name, &color)| format!("{{\"name\":{},\"color\":\"{}\"}}", json_string(name), css(color))),
+    );
+    let slowest_list: Vec<String> = slowest
+        .iter()
+        .map(|&index| {
+            format!(
+                "{{\"index\":{index},\"name\":{},\"durationNs\":{}}}",
+                json_string(&gathered.kind_names.names[usize::from(gathered.kinds[index])]),
+                gathered.durations[index]
+            )
+        })
+        .collect();
+    let block_starts: Vec<String> = gathered.block_starts.iter().map(u64::to_string).collect();
+    let meta = format!(
+        "{{\"title\":{},\"count\":{count},\"spans\":{},\"originUnixNs\":\"{origin}\",\
+         \"kinds\":[{}],\"stages\":[{}],\"blockStarts\":[{}],\
+         \"stream\":{{\"width\":{STREAM_WIDTH},\"height\":{stream_height},\"logMin\":{log_low},\"logMax\":{log_high}}},\
+         \"summary\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},\"slowest\":[{}]}}",
+        json_string(title),
+        gathered.spans,
+        kinds.join(","),
+        stage_list.join(","),
+        block_starts.join(","),
+        summary.p50_ns,
+        summary.p90_ns,
+        summary.p99_ns,
+        summary.p999_ns,
+        summary.max_ns,
+        slowest_list.join(","),
+    );
+
+    let title = html_escape(title);
+    let values = [("{{TITLE}}", title.as_str()), ("/*{{META}}*/", meta.as_str()), ("/*{{SCRIPT}}*/", SCRIPT)];
+    let (head, tail) = TEMPLATE.split_once("<!--{{DATA}}-->").unwrap_or((TEMPLATE, ""));
+    let (head, tail) = (fill(head, &values), fill(tail, &values));
+
+    let mut out = Counting { inner: io::BufWriter::new(out), bytes: 0 };
+    let result = (|| {
+        out.write_all(head.as_bytes())?;
+        // Microseconds since the earliest begin: f64 keeps nanoseconds for
+        // dumps of weeks; durations fit f32's 24 bits of precision.
+        let begins: Vec<u8> = gathered
+            .begins
+            .iter()
+            .flat_map(|&begin| (((begin - origin) as f64) / 1e3).to_le_bytes())
+            .collect();
+        data_element(&mut out, "d-begin", &begins)?;
+        let durations: Vec<u8> = gathered
+            .durations
+            .iter()
+            .flat_map(|&duration| ((duration as f64 / 1e3) as f32).to_le_bytes())
+            .collect();
+        data_element(&mut out, "d-duration", &durations)?;
+        data_element(&mut out, "d-kind", &gathered.kinds)?;
+        data_element(&mut out, "d-stream", &raster)?;
+        for (index, block) in gathered.blocks.iter().enumerate() {
+            data_element(&mut out, &format!("b{index}"), block)?;
+        }
+        out.write_all(tail.as_bytes())?;
+        out.flush()
+    })();
+    result.map_err(ViewError::Output)?;
+    Ok(PageStats { requests: count as u64, spans: gathered.spans, bytes: out.bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn colours_are_valid_and_distinct() {
+        let colors = super::palette(20, 0.0);
+        for (i, a) in colors.iter().enumerate() {
+            assert!(colors[i + 1..].iter().all(|b| a != b));
+        }
+        assert_eq!(super::hue_color(0.0), [189, 40, 40]);
+    }
+}
