@@ -1,0 +1,118 @@
+//! The page as a person sees it: headless Chromium opens the page of a
+//! 1 M-request dump, and scripts/browser/check.mjs reports what it shows.
+//!
+//! Needs Debian's chromium and playwright-core, which `scripts/browser.sh`
+//! installs. Without them the test is skipped with a message, except under
+//! `CI=true`, where it fails.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use minitrace_flight::Reader;
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Whether the browser and its driver are there (installing them if not).
+fn browser_ready() -> bool {
+    let status =
+        Command::new("bash").arg("scripts/browser.sh").arg("install").current_dir(workspace()).status();
+    match status {
+        Ok(status) if status.success() => true,
+        outcome => {
+            let why = format!("scripts/browser.sh install failed ({outcome:?})");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true needs the browser: {why}");
+            eprintln!("SKIPPED: no headless browser: {why}");
+            false
+        }
+    }
+}
+
+/// Runs the browser check on `page`; its JSON results.
+fn check(page: &Path, artifacts: &Path) -> Value {
+    let output = Command::new("bash")
+        .arg("scripts/browser.sh")
+        .arg("check")
+        .arg(page)
+        .arg(artifacts)
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "browser check failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {stdout}"))
+}
+
+/// Screenshots go where CI keeps artifacts: target/browser-artifacts/NAME.
+fn artifacts(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("browser-artifacts").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_million_requests_load_draw_and_show_a_trace_on_click() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = support::scratch("browser-1m");
+    let dump = dir.join("dump.mtf");
+    let summary = support::synthetic_dump(&dump, 1_000_000);
+    let page = dir.join("page.html");
+    let started = Instant::now();
+    let reader = Reader::new(std::io::BufReader::new(std::fs::File::open(&dump).unwrap())).unwrap();
+    let stats =
+        minitrace_view::render_page(reader, "1 M synthetic requests", std::fs::File::create(&page).unwrap())
+            .unwrap();
+    eprintln!("page: {} MB in {:.1?}", stats.bytes / 1_000_000, started.elapsed());
+    assert_eq!(stats.requests, 1_000_000);
+
+    let results = check(&page, &artifacts("one-million"));
+    eprintln!("browser: {results}");
+    assert_eq!(results["errors"], Value::Array(vec![]), "no script error, no network request");
+    // The sanity bound: the page is usable within a few seconds.
+    let load_ms = results["loadMs"].as_u64().unwrap();
+    assert!(load_ms < 20_000, "loaded in {load_ms} ms");
+    // Drawn: points cover a real share of the canvas, not a blank one.
+    let drawn = results["scatterPixels"].as_u64().unwrap();
+    let pixels = results["canvasPixels"].as_u64().unwrap();
+    assert!(drawn > pixels / 50 && drawn < pixels, "{drawn} of {pixels} pixels drawn");
+    assert!(results["inflightPixels"].as_u64().unwrap() > 0);
+    // The topmost point is one of the slow outliers: the click selects it,
+    // decoded from its block in the browser, with the trace id the dump holds.
+    let selected = results["selectedTrace"].as_str().unwrap();
+    let slowest: Vec<String> = summary.slowest.iter().map(|slow| format!("{:032x}", slow.trace_id)).collect();
+    assert!(slowest.iter().any(|id| id == selected), "selected {selected}, slowest {slowest:?}");
+    let slow = &summary.slowest[slowest.iter().position(|id| id == selected).unwrap()];
+    assert_eq!(results["selectedDuration"], minitrace_flight::format_duration(slow.duration_ns));
+    assert_eq!(results["bars"], 11, "the root and its 10 spans");
+    assert_eq!(results["visibleBars"], 11);
+    assert_eq!(results["zoomedIn"], true);
+}
+
+#[test]
+fn an_empty_dump_shows_an_empty_state() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = support::scratch("browser-empty");
+    let dump = dir.join("empty.mtf");
+    support::synthetic_dump(&dump, 0);
+    let page = dir.join("page.html");
+    let reader = Reader::new(std::fs::File::open(&dump).unwrap()).unwrap();
+    minitrace_view::render_page(reader, "empty", std::fs::File::create(&page).unwrap()).unwrap();
+    let results = check(&page, &artifacts("empty"));
+    assert_eq!(results["errors"], Value::Array(vec![]));
+    assert_eq!(results["empty"], true);
+}
