@@ -6,19 +6,28 @@
 //! Every request is traced. A few are slow (a simulated cache miss that
 //! goes to "disk"); the collector is configured to report only traces whose
 //! root took at least 200 µs, so only those are printed, while the counters
-//! at the end show how many fast ones were traced and not reported.
+//! at the end show how many fast ones were traced and not reported. The
+//! flight recorder keeps every request meanwhile, fast or slow: the run
+//! ends with the whole population's latency percentiles and slowest
+//! requests, and a page (`target/trace-example/requests.html`) that plots
+//! every request.
 //!
 //! The steps of a request are plain fns with `#[trace]`; the spans that
 //! `#[trace]` cannot express (a root per request, one span with several
 //! parents, a batch mounted under several requests) are written by hand.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use minitrace::collector::Config;
 use minitrace::local::{LocalCollector, LocalSpan};
 use minitrace::prelude::*;
+use minitrace::recorder::FlightRecorder;
+use minitrace_flight::Reader;
 use minitrace_suite::busy_work;
 
 mod support;
@@ -99,6 +108,8 @@ fn main() {
         support::TreePrinter::new().0,
         Config::default().report_slow_traces_only(Duration::from_micros(200)),
     );
+    // Every request kept, whatever its fate, for the population at the end.
+    FlightRecorder::new().enable();
 
     let store: Store = Arc::default();
     let workers: Vec<_> = (0..2)
@@ -131,4 +142,25 @@ fn main() {
         stats.spans_sampled_out,
         stats.dropped()
     );
+    if let Err(error) = show_every_request(Path::new("target/trace-example")) {
+        eprintln!("no flight recorder page: {error}");
+    }
+}
+
+/// The whole population, slow or not: the flight recorder's requests as a
+/// dump, its summary, and a page that shows them all.
+fn show_every_request(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
+    let dump = minitrace_flight::dump_recorder(dir.join("requests.mtf"))?.into_inner();
+    let summary = minitrace_view::summarize(Reader::new(BufReader::new(File::open(&dump)?))?)?;
+    println!("\nevery request the flight recorder kept, fast or slow:\n{summary}");
+    let page = dir.join("requests.html");
+    let reader = Reader::new(BufReader::new(File::open(&dump)?))?;
+    minitrace_view::render_page(
+        reader,
+        "minitrace: the trace example's requests",
+        BufWriter::new(File::create(&page)?),
+    )?;
+    println!("dump: {}\npage: {} (open it in a browser)", dump.display(), page.display());
+    Ok(())
 }

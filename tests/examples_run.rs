@@ -247,7 +247,15 @@ fn trace() {
     run("trace")
         .assert_stdout_has("kv::get key=")
         .assert_stdout_has("read from disk")
-        .assert_stdout_has("traced 406 requests (checksum 5984)");
+        .assert_stdout_has("traced 406 requests (checksum 5984)")
+        .assert_stdout_has("every request the flight recorder kept")
+        .assert_stdout_has("latency  p50")
+        .assert_stdout_has("page: target/trace-example/requests.html");
+    // The dump holds every request that ended on its own thread: the 400
+    // synchronous ones at least.
+    let dump = std::fs::File::open(manifest_dir().join("target/trace-example/requests.mtf")).unwrap();
+    let requests = minitrace_flight::Reader::new(std::io::BufReader::new(dump)).unwrap().count();
+    assert!((400..=406).contains(&requests), "{requests} requests in the dump");
 }
 
 #[test]

@@ -42,6 +42,7 @@
 mod codec;
 mod error;
 mod reader;
+mod recorded;
 mod summary;
 mod writer;
 
@@ -49,6 +50,7 @@ pub mod synthetic;
 
 pub use error::FormatError;
 pub use reader::{Block, Reader};
+pub use recorded::{dump_recorder, dump_window};
 pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 pub use writer::{write_file_atomically, Writer, Written};
 

@@ -14,6 +14,7 @@ use crate::util::recording::ENABLED;
 /// let root = Span::root("request", SpanContext::random());
 /// Event::add_to_parent("cache miss", &root, || [("key".into(), "user:42".into())]);
 /// ```
+#[derive(Debug)]
 pub struct Event;
 
 impl Event {

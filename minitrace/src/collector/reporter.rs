@@ -14,6 +14,7 @@ use crate::data::record::{Reporter, SpanRecord};
 ///
 /// minitrace::set_reporter(ConsoleReporter, Config::default());
 /// ```
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ConsoleReporter;
 
 impl Reporter for ConsoleReporter {
@@ -40,6 +41,7 @@ impl Reporter for ConsoleReporter {
 /// minitrace::flush();
 /// assert!(spans.lock().iter().any(|span| span.name == "request"));
 /// ```
+#[derive(Debug)]
 pub struct TestReporter {
     /// The spans reported so far.
     pub spans: Arc<Mutex<Vec<SpanRecord>>>,

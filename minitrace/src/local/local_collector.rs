@@ -32,7 +32,7 @@ use crate::util::recording::{recording, Recording};
 /// }
 /// ```
 #[must_use]
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct LocalCollector {
     epoch: Recording<u64>,
     _not_send: PhantomData<*const ()>,

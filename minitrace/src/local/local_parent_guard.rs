@@ -14,7 +14,7 @@ use crate::util::recording::Recording;
 /// drop(guard);
 /// ```
 #[must_use]
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct LocalParentGuard {
     pub(crate) epoch: Recording<u64>,
     pub(crate) _not_send: PhantomData<*const ()>,

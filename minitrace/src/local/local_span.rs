@@ -25,7 +25,7 @@ use crate::util::recording::{recording, Recording, ENABLED};
 /// }
 /// ```
 #[must_use]
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct LocalSpan {
     handle: Recording<LocalSpanHandle>,
     /// Local spans belong to their thread's span stack.

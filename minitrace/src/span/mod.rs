@@ -385,6 +385,20 @@ impl SpanContext {
     }
 }
 
+/// Shows the span's context, or that it is a no-op.
+impl std::fmt::Debug for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.context() {
+            Some(context) => f
+                .debug_struct("Span")
+                .field("trace_id", &context.trace_id)
+                .field("span_id", &context.span_id)
+                .finish(),
+            None => f.write_str("Span(noop)"),
+        }
+    }
+}
+
 impl Drop for Span {
     // Inlined: a no-op span's drop is one test in the caller.
     #[inline(always)]

@@ -548,9 +548,9 @@ fn reparent(record: &mut SpanRecord, root: SpanId) {
 fn prefetch(spans: &[RawSpan]) {
     #[cfg(target_arch = "x86_64")]
     for span in spans.iter().take(64) {
+        #[allow(unused_unsafe)] // a safe function in newer compilers
         // SAFETY: a prefetch is only a hint: it never faults and changes no
         // program state; the address is that of a live span.
-        #[allow(unused_unsafe)] // a safe function in newer compilers
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                 (span as *const RawSpan).cast(),

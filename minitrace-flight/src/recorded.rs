@@ -1,0 +1,66 @@
+//! The core's flight recorder to dump files: a snapshot, or the window
+//! around a slow trace, written as a dump.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use minitrace::recorder::{RecordedRequest, SlowTraceWindow};
+
+use crate::writer::{write_file_atomically, Written};
+use crate::{Request, SpanEntry};
+
+impl From<&RecordedRequest> for Request {
+    fn from(recorded: &RecordedRequest) -> Request {
+        Request {
+            trace_id: recorded.trace_id.0,
+            name: recorded.name.to_string(),
+            thread: recorded.thread,
+            begin_unix_ns: recorded.begin_unix_ns,
+            duration_ns: recorded.duration_ns,
+            properties: recorded.properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            spans: recorded
+                .spans
+                .iter()
+                .map(|span| SpanEntry {
+                    name: span.name.to_string(),
+                    parent: span.parent,
+                    begin_unix_ns: span.begin_unix_ns,
+                    duration_ns: span.duration_ns,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Writes everything the flight recorder holds now to a dump at `path`
+/// (through a temporary file renamed at the end: never half-written).
+/// Call it from an API handler, a thread woken by a signal handler the
+/// program installs, or at the end of `main`.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("flight-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let written = minitrace_flight::dump_recorder(dir.join("now.mtf"))?;
+/// assert_eq!(written.requests, 0); // the recorder is off in this example
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn dump_recorder(path: impl AsRef<Path>) -> io::Result<Written<PathBuf>> {
+    let requests = to_requests(&minitrace::recorder::snapshot().requests);
+    write_file_atomically(path, &requests)
+}
+
+/// Writes the requests around a slow trace (what
+/// [`FlightRecorder::on_slow_trace`](minitrace::recorder::FlightRecorder::on_slow_trace)
+/// hands its callback) to a dump at `path`.
+pub fn dump_window(window: &SlowTraceWindow, path: impl AsRef<Path>) -> io::Result<Written<PathBuf>> {
+    write_file_atomically(path, &to_requests(&window.requests))
+}
+
+/// The dump format's requests, oldest first: a dump's blocks read best in
+/// time order.
+fn to_requests(recorded: &[RecordedRequest]) -> Vec<Request> {
+    let mut requests: Vec<Request> = recorded.iter().map(Request::from).collect();
+    requests.sort_by_key(|request| request.begin_unix_ns);
+    requests
+}
