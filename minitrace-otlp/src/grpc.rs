@@ -48,7 +48,8 @@ impl GrpcExporter {
             let _context = runtime.enter();
             endpoint.connect_lazy()
         };
-        let mut client = TraceServiceClient::new(channel);
+        // A server answers a gzip request in gzip (grpc-go does): accept it whatever we send.
+        let mut client = TraceServiceClient::new(channel).accept_compressed(CompressionEncoding::Gzip);
         if settings.compression == Compression::Gzip {
             client = client.send_compressed(CompressionEncoding::Gzip);
         }
