@@ -5,13 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# A local Jaeger on 127.0.0.1 for minitrace-jaeger's end-to-end tests (built
-# on first use). Under CI=true a Jaeger that cannot be started is a failure.
+# A local Jaeger on 127.0.0.1 for minitrace-jaeger's and minitrace-otlp's
+# end-to-end tests (built on first use). Under CI=true a Jaeger that cannot
+# be started is a failure.
 jaeger_was_running=false
 bash scripts/jaeger.sh status && jaeger_was_running=true
 if ! bash scripts/jaeger.sh start; then
     [ "${CI:-}" = true ] && exit 1
-    echo "test.sh: no Jaeger: minitrace-jaeger's end-to-end tests will be skipped" >&2
+    echo "test.sh: no Jaeger: the end-to-end tests will be skipped" >&2
 fi
 $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 
@@ -19,6 +20,11 @@ $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 python3 scripts/module-check.py
 
 cargo test --workspace --release
+
+# minitrace-otlp's optional transports, which no crate of the workspace
+# enables, so the run above builds none: its tests again with OTLP/gRPC,
+# OTLP/HTTP JSON and TLS, the gRPC and JSON end-to-end tests included.
+cargo test -p minitrace-otlp --release --all-features
 
 # minstant's `fallback-coarse` feature, which no crate of the workspace
 # enables, so the run above never builds it: its tests again with the

@@ -1,0 +1,277 @@
+//! An [OpenTelemetry](https://opentelemetry.io/) (OTLP) reporter for
+//! `minitrace`: it sends the traces that minitrace's collector assembles to
+//! any OTLP backend: Jaeger v2, the OpenTelemetry Collector, Tempo, or a
+//! vendor's endpoint.
+//!
+//! ```
+//! use minitrace::collector::{SpanId, SpanKind, SpanRecord, TraceId};
+//! use minitrace_otlp::OtlpReporter;
+//!
+//! let reporter = OtlpReporter::builder()
+//!     .endpoint("http://127.0.0.1:4318")
+//!     .service_name("checkout")
+//!     .build()?;
+//! assert_eq!(reporter.url(), "http://127.0.0.1:4318/v1/traces");
+//!
+//! // What it would send for one span: one protobuf `ExportTraceServiceRequest`.
+//! let span = SpanRecord {
+//!     trace_id: TraceId(1),
+//!     span_id: SpanId(2),
+//!     name: "GET /cart".into(),
+//!     properties: vec![("span.kind".into(), SpanKind::Server.as_str().into())],
+//!     ..SpanRecord::default()
+//! };
+//! let requests = reporter.encode(&[span]);
+//! assert_eq!(requests.len(), 1);
+//!
+//! // In a program: hand it to minitrace, which calls it on its collector thread.
+//! minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+//! # Ok::<(), minitrace_otlp::Error>(())
+//! ```
+//!
+//! # Configuration
+//!
+//! Each setting comes from the [builder](OtlpReporterBuilder) if set there,
+//! else from the standard environment variable, else the OTLP default:
+//!
+//! | setting | variable | default |
+//! |---|---|---|
+//! | [`endpoint`](OtlpReporterBuilder::endpoint) (`/v1/traces` appended over HTTP) | `OTEL_EXPORTER_OTLP_ENDPOINT` | `http://localhost:4318` (gRPC: `:4317`) |
+//! | [`traces_endpoint`](OtlpReporterBuilder::traces_endpoint) (used as is) | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | |
+//! | [`protocol`](OtlpReporterBuilder::protocol) | `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf`, `grpc`, `http/json` | `http/protobuf` |
+//! | [`header`](OtlpReporterBuilder::header)s | `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`: `k=v,k=v`, URL-encoded | none |
+//! | [`timeout`](OtlpReporterBuilder::timeout) | `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, in ms | 10 s |
+//! | [`compression`](OtlpReporterBuilder::compression) | `OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION`: `gzip`, `none` | none |
+//! | [`service_name`](OtlpReporterBuilder::service_name) | `OTEL_SERVICE_NAME` | `unknown_service:{executable}` |
+//! | [`resource_attribute`](OtlpReporterBuilder::resource_attribute)s | `OTEL_RESOURCE_ATTRIBUTES`: `k=v,k=v`, URL-encoded | none |
+//!
+//! A `TRACES_` variable takes precedence over its general one. A malformed
+//! value, set in code or in the environment, makes
+//! [`build`](OtlpReporterBuilder::build) return an [`Error`] that names
+//! it; the builder never panics. [`OtlpReporterBuilder::env`] reads the
+//! variables from elsewhere than the process environment.
+//!
+//! # What is sent
+//!
+//! Each report goes out as OTLP `ExportTraceServiceRequest`s, built from
+//! `opentelemetry-proto`'s generated types and encoded with prost. The
+//! resource carries `service.name`, `service.version` (when set),
+//! `host.name`, `telemetry.sdk.name = "minitrace"`,
+//! `telemetry.sdk.language = "rust"`, `telemetry.sdk.version` and the
+//! attributes set by the user; the instrumentation scope is `minitrace`
+//! with this crate's version. Each [`SpanRecord`] becomes an OTLP span:
+//! its ids, name, times, properties as string attributes, events, and the
+//! OpenTelemetry fields minitrace keeps under reserved property keys
+//! (which are not repeated as attributes): its kind, status, links and the
+//! W3C `tracestate` of its trace's root, given to every span of that trace
+//! in the report. A span whose parent is not in the report has a remote
+//! parent (the `flags` say so); the others are marked as having a local
+//! one.
+//!
+//! # Delivery and failures
+//!
+//! Reports are split into requests of at most
+//! [`max_spans_per_request`](OtlpReporterBuilder::max_spans_per_request)
+//! spans and about [`max_request_bytes`](OtlpReporterBuilder::max_request_bytes)
+//! bytes, so a trace of any size goes whole. A request answered with HTTP
+//! 429, 502, 503 or 504 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the
+//! other codes the OTLP spec lists), or whose connection dropped without
+//! an answer, is sent again after the server's `Retry-After` (seconds) or
+//! an exponential backoff; but one report never takes longer than the
+//! [timeout](OtlpReporterBuilder::timeout), so minitrace's collector thread
+//! is never held past it: a retry that would not fit is not made. A
+//! refused connection is not retried within the report.
+//!
+//! Every span that is not delivered (refused, timed out, answered with an
+//! error, or rejected in an OTLP partial success) is counted in
+//! minitrace's loss counters with [`count_dropped_by_reporter`] and in
+//! the reporter's [`stats`](OtlpReporter::stats); errors are written to
+//! standard error at most once per
+//! [interval](OtlpReporterBuilder::error_interval).
+//!
+//! # Features
+//!
+//! - default: OTLP/HTTP with protobuf bodies, through `ureq` (plain
+//!   `http://`).
+//! - `grpc`: OTLP/gRPC through `tonic`, on a current-thread tokio runtime
+//!   the reporter owns (its `report` is called synchronously on minitrace's
+//!   collector thread).
+//! - `http-json`: OTLP/HTTP with JSON bodies, from `opentelemetry-proto`'s
+//!   serde derives (hex ids, lowerCamelCase names, enums as numbers, 64-bit
+//!   numbers as strings: OTLP/JSON).
+//! - `tls`: `https://` endpoints, with rustls and the webpki roots.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod encode;
+#[cfg(feature = "grpc")]
+mod grpc;
+mod http;
+mod retry;
+mod stats;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
+use prost::Message;
+
+pub use crate::config::{
+    Compression, Error, OtlpReporterBuilder, Protocol, DEFAULT_ERROR_INTERVAL, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_SPANS_PER_REQUEST, DEFAULT_TIMEOUT,
+};
+pub use crate::stats::{ReporterStats, StatsHandle};
+
+use crate::config::Settings;
+use crate::encode::{span_count, Encoder};
+use crate::stats::{Counters, ErrorLog};
+
+/// Reports spans to an OTLP endpoint; see the [crate docs](crate).
+///
+/// ```
+/// let reporter = minitrace_otlp::OtlpReporter::builder().service_name("checkout").build().unwrap();
+/// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+/// ```
+#[derive(Debug)]
+pub struct OtlpReporter {
+    encoder: Encoder,
+    transport: Transport,
+    url: String,
+    protocol: Protocol,
+    timeout: Duration,
+    counters: Arc<Counters>,
+    errors: ErrorLog,
+}
+
+#[derive(Debug)]
+enum Transport {
+    Http(http::HttpExporter),
+    // Boxed: the runtime and channel are large, and one reporter has one transport.
+    #[cfg(feature = "grpc")]
+    Grpc(Box<grpc::GrpcExporter>),
+}
+
+impl OtlpReporter {
+    /// A builder, with every setting from the environment or the defaults
+    /// until set.
+    ///
+    /// ```
+    /// let reporter = minitrace_otlp::OtlpReporter::builder().env(|_| None).build().unwrap();
+    /// assert_eq!(reporter.url(), "http://localhost:4318/v1/traces");
+    /// ```
+    pub fn builder() -> OtlpReporterBuilder {
+        OtlpReporterBuilder::default()
+    }
+
+    fn from_settings(settings: Settings) -> Result<OtlpReporter, Error> {
+        let transport = match settings.protocol {
+            #[cfg(feature = "grpc")]
+            Protocol::Grpc => Transport::Grpc(Box::new(grpc::GrpcExporter::new(&settings)?)),
+            _ => Transport::Http(http::HttpExporter::new(&settings)),
+        };
+        Ok(OtlpReporter {
+            encoder: settings.encoder,
+            transport,
+            url: settings.url,
+            protocol: settings.protocol,
+            timeout: settings.timeout,
+            counters: Arc::default(),
+            errors: ErrorLog::new(settings.error_interval),
+        })
+    }
+
+    /// Where spans go: the URL of `POST` requests over HTTP, the server
+    /// over gRPC.
+    ///
+    /// ```
+    /// let reporter = minitrace_otlp::OtlpReporter::builder()
+    ///     .traces_endpoint("http://127.0.0.1:9999/otlp/traces")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(reporter.url(), "http://127.0.0.1:9999/otlp/traces");
+    /// ```
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The transport in use.
+    ///
+    /// ```
+    /// let reporter = minitrace_otlp::OtlpReporter::builder().env(|_| None).build().unwrap();
+    /// assert_eq!(reporter.protocol(), minitrace_otlp::Protocol::HttpProtobuf);
+    /// ```
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// A handle to this reporter's counters, readable from any thread.
+    ///
+    /// ```
+    /// let reporter = minitrace_otlp::OtlpReporter::builder().build().unwrap();
+    /// let stats = reporter.stats();
+    /// assert_eq!(stats.get().spans_failed, 0);
+    /// ```
+    pub fn stats(&self) -> StatsHandle {
+        StatsHandle(self.counters.clone())
+    }
+
+    /// The protobuf `ExportTraceServiceRequest`s this reporter would send
+    /// for `spans`, uncompressed, one per request: for inspection, tests
+    /// and benchmarks. Sends nothing.
+    ///
+    /// ```
+    /// use minitrace::collector::SpanRecord;
+    ///
+    /// let reporter = minitrace_otlp::OtlpReporter::builder().max_spans_per_request(2).build().unwrap();
+    /// let spans = vec![SpanRecord::default(); 5];
+    /// assert_eq!(reporter.encode(&spans).len(), 3);
+    /// ```
+    pub fn encode(&self, spans: &[SpanRecord]) -> Vec<Vec<u8>> {
+        self.encoder.requests(spans).iter().map(Message::encode_to_vec).collect()
+    }
+}
+
+impl Reporter for OtlpReporter {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        if spans.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + self.timeout;
+        for request in self.encoder.requests(spans) {
+            let count = span_count(&request);
+            let counters = &*self.counters;
+            let result = match &mut self.transport {
+                Transport::Http(http) => {
+                    let body = http.body(&request);
+                    retry::deliver(deadline, counters, |left| http.send(&body, left))
+                }
+                #[cfg(feature = "grpc")]
+                Transport::Grpc(grpc) => retry::deliver(deadline, counters, |left| grpc.send(&request, left)),
+            };
+            match result {
+                Ok((rejected, message)) => {
+                    let rejected = rejected.min(count);
+                    Counters::add(&counters.spans_sent, count - rejected);
+                    if rejected > 0 {
+                        Counters::add(&counters.spans_rejected, rejected);
+                        count_dropped_by_reporter(rejected);
+                    }
+                    if rejected > 0 || !message.is_empty() {
+                        let error = format!("{} rejected {rejected} of {count} spans: {message}", self.url);
+                        counters.set_last_error(&error);
+                        self.errors.log(&error);
+                    }
+                }
+                Err(error) => {
+                    Counters::add(&counters.spans_failed, count);
+                    count_dropped_by_reporter(count);
+                    let error = format!("{count} spans not delivered to {}: {error}", self.url);
+                    counters.set_last_error(&error);
+                    self.errors.log(&error);
+                }
+            }
+        }
+    }
+}
