@@ -3,19 +3,38 @@
 
 use std::cell::RefCell;
 
+use minitrace::collector::SpanId;
 use minitrace::local::LocalParentGuard;
 use tracing_core::span::Id;
 
-thread_local! {
-    /// Innermost last. A span entered twice (re-entrantly) is here twice.
-    static ENTERED: RefCell<Vec<(Id, LocalParentGuard)>> = const { RefCell::new(Vec::new()) };
+/// A recorded span entered on this thread.
+struct Entered {
+    id: Id,
+    span_id: SpanId,
+    guard: LocalParentGuard,
 }
 
-/// Keeps `guard` until `id` is exited on this thread.
-pub(crate) fn push(id: Id, guard: LocalParentGuard) {
+thread_local! {
+    /// Innermost last. A span entered twice (re-entrantly) is here twice.
+    static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps `guard`, which makes minitrace span `span_id` the local parent,
+/// until `id` is exited on this thread.
+pub(crate) fn push(id: Id, span_id: SpanId, guard: LocalParentGuard) {
     // After the thread's destructors ran, the guard is dropped at once:
     // there is no local parent to keep then.
-    let _ = ENTERED.try_with(|entered| entered.borrow_mut().push((id, guard)));
+    let _ = ENTERED.try_with(|entered| entered.borrow_mut().push(Entered { id, span_id, guard }));
+}
+
+/// The innermost entered span, if minitrace span `span_id` is its.
+pub(crate) fn innermost_if(span_id: SpanId) -> Option<Id> {
+    ENTERED
+        .try_with(|entered| {
+            entered.borrow().last().filter(|top| top.span_id == span_id).map(|top| top.id.clone())
+        })
+        .ok()
+        .flatten()
 }
 
 /// Drops the guard of the innermost entry of `id`, if it has one.
@@ -25,8 +44,8 @@ pub(crate) fn pop(id: &Id) {
             let mut entered = entered.borrow_mut();
             // Exits come in the reverse order of enters, save for guards
             // the user dropped out of order: searched from the top.
-            let position = entered.iter().rposition(|(entered, _)| entered == id)?;
-            Some(entered.remove(position).1)
+            let position = entered.iter().rposition(|entered| entered.id == *id)?;
+            Some(entered.remove(position).guard)
         })
         .ok()
         .flatten();

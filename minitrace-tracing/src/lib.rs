@@ -93,7 +93,10 @@
 //!   callsite's name (`event src/lib.rs:12`) when it has none; its
 //!   properties are `tracing.target`, `tracing.level` and its other fields.
 //!   It is added to the thread's local parent, or to its explicit parent
-//!   if that is recorded.
+//!   if that is recorded. An event right inside a recorded span is kept
+//!   by the span itself, so that it stays there even if the span ends
+//!   after its root (tower-http's request span lives until the response
+//!   body is sent).
 //! - `follows_from` between two recorded spans becomes a link
 //!   ([`Span::add_link`]).
 //!
@@ -274,11 +277,16 @@ where
     fn on_event(&self, event: &tracing_core::Event<'_>, ctx: Context<'_, S>) {
         if event.is_contextual() {
             // The only cost outside a trace; the fields are read only inside one.
-            if SpanContext::current_local_parent().is_none() {
-                return;
-            }
+            let Some(current) = SpanContext::current_local_parent() else { return };
             let (name, properties) = fields::event(event);
-            Event::add_to_local_parent(name, || properties);
+            // Right inside a recorded span, the event goes with the span
+            // itself: it stays there should the span outlive its root.
+            let span = entered::innermost_if(current.span_id).and_then(|id| ctx.span(&id));
+            let extensions = span.as_ref().map(|span| span.extensions());
+            match extensions.as_ref().and_then(|extensions| extensions.get::<Recorded>()) {
+                Some(Recorded(recorded)) => recorded.add_event(name, || properties),
+                None => Event::add_to_local_parent(name, || properties),
+            }
         } else if event.parent().is_some() {
             let Some(scope) = ctx.event_scope(event) else { return };
             nearest_recorded(scope, |span| {
@@ -292,7 +300,9 @@ where
         let Some(span) = ctx.span(id) else { return };
         let extensions = span.extensions();
         if let Some(Recorded(recorded)) = extensions.get::<Recorded>() {
-            entered::push(id.clone(), recorded.set_local_parent());
+            if let Some(context) = SpanContext::from_span(recorded) {
+                entered::push(id.clone(), context.span_id, recorded.set_local_parent());
+            }
         }
     }
 

@@ -87,3 +87,24 @@ fn events_outside_a_trace_record_nothing() {
     tracing::info_span!("events outside").in_scope(|| tracing::info!("still outside"));
     assert!(!any_span_named("events outside"));
 }
+
+#[test]
+fn an_event_stays_on_a_span_that_outlives_its_root() {
+    setup();
+    // As tower-http's request span, which lives until the response body is sent.
+    let context = minitrace::collector::SpanContext::random();
+    let late = {
+        let root = minitrace::Span::root("root", context);
+        let _guard = root.set_local_parent();
+        let late = tracing::info_span!("outlives its root");
+        late.in_scope(|| tracing::info!("inside"));
+        late
+    };
+    minitrace::flush();
+    drop(late);
+    let trace = common::finished(context.trace_id);
+    let names: Vec<_> =
+        trace.span("outlives its root").events.iter().map(|event| event.name.as_ref()).collect();
+    assert_eq!(names, ["inside"]);
+    assert_eq!(trace.parent_of("outlives its root"), "root");
+}
