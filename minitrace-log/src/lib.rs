@@ -2,7 +2,7 @@
 //!
 //! - [`Logger`] wraps the application's logger (`env_logger`, a file
 //!   logger, anything that implements [`log::Log`]): each record logged
-//!   inside a trace becomes an [`Event`](minitrace::Event) of the current
+//!   inside a trace becomes an [`Event`] of the current
 //!   span, then goes on to the wrapped logger, optionally stamped with the
 //!   current trace and span ids.
 //! - [`current_ids`] gives those ids to a logger that formats its own

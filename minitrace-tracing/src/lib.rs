@@ -3,7 +3,7 @@
 //! reqwest, ...) in minitrace traces. [`MinitraceLayer`] is a
 //! [`tracing_subscriber::Layer`]: each `tracing` span opened inside a
 //! minitrace trace becomes a minitrace [`Span`] in that trace, and each
-//! `tracing` event an [`Event`](minitrace::Event) of the current span.
+//! `tracing` event an [`Event`] of the current span.
 //!
 //! ```
 //! use minitrace::collector::{Config, TestReporter};
