@@ -22,16 +22,21 @@ thread_local! {
 /// Keeps `guard`, which makes minitrace span `span_id` the local parent,
 /// until `id` is exited on this thread.
 pub(crate) fn push(id: Id, span_id: SpanId, guard: LocalParentGuard) {
-    // After the thread's destructors ran, the guard is dropped at once:
-    // there is no local parent to keep then.
-    let _ = ENTERED.try_with(|entered| entered.borrow_mut().push(Entered { id, span_id, guard }));
+    // After the thread's destructors ran, or (never from our code) while
+    // borrowed, the guard is dropped at once: no panic on a traced thread.
+    let _ = ENTERED.try_with(|entered| {
+        if let Ok(mut entered) = entered.try_borrow_mut() {
+            entered.push(Entered { id, span_id, guard });
+        }
+    });
 }
 
 /// The innermost entered span, if minitrace span `span_id` is its.
 pub(crate) fn innermost_if(span_id: SpanId) -> Option<Id> {
     ENTERED
         .try_with(|entered| {
-            entered.borrow().last().filter(|top| top.span_id == span_id).map(|top| top.id.clone())
+            let entered = entered.try_borrow().ok()?;
+            entered.last().filter(|top| top.span_id == span_id).map(|top| top.id.clone())
         })
         .ok()
         .flatten()
@@ -41,7 +46,7 @@ pub(crate) fn innermost_if(span_id: SpanId) -> Option<Id> {
 pub(crate) fn pop(id: &Id) {
     let guard = ENTERED
         .try_with(|entered| {
-            let mut entered = entered.borrow_mut();
+            let mut entered = entered.try_borrow_mut().ok()?;
             // Exits come in the reverse order of enters, save for guards
             // the user dropped out of order: searched from the top.
             let position = entered.iter().rposition(|entered| entered.id == *id)?;

@@ -203,20 +203,12 @@ impl fmt::Debug for MinitraceLayer {
 /// The minitrace span of a recorded `tracing` span, in its extensions.
 struct Recorded(Span);
 
-/// The nearest span of `scope` that the layer records, as its span.
-fn nearest_recorded<'a, S, R>(
-    scope: impl IntoIterator<Item = SpanRef<'a, S>>,
-    f: impl FnOnce(&Span) -> R,
-) -> Option<R>
+/// Whether the layer records `span`.
+fn is_recorded<S>(span: &SpanRef<'_, S>) -> bool
 where
     S: Subscriber + for<'lookup> LookupSpan<'lookup>,
 {
-    for span in scope {
-        if let Some(Recorded(recorded)) = span.extensions().get::<Recorded>() {
-            return Some(f(recorded));
-        }
-    }
-    None
+    span.extensions().get::<Recorded>().is_some()
 }
 
 impl<S> Layer<S> for MinitraceLayer
@@ -234,11 +226,10 @@ where
             // The registry gave the new span its explicit parent; `scope`
             // skips ancestors this layer's filter leaves out.
             let Some(new) = ctx.span(id) else { return };
-            let parent = nearest_recorded(new.scope().skip(1), |parent| {
-                Span::enter_with_parent(metadata.name(), parent)
-            });
-            match parent {
-                Some(span) => span,
+            let Some(parent) = new.scope().skip(1).find(is_recorded) else { return };
+            let extensions = parent.extensions();
+            match extensions.get::<Recorded>() {
+                Some(Recorded(parent)) => Span::enter_with_parent(metadata.name(), parent),
                 None => return,
             }
         };
@@ -253,13 +244,15 @@ where
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
+        if !is_recorded(&span) {
+            return;
+        }
+        // Read with no lock held: a field's `Debug` may itself emit events.
+        let mut properties = Vec::new();
+        values.record(&mut fields::Properties { properties: &mut properties, message: None });
         let mut extensions = span.extensions_mut();
         if let Some(Recorded(recorded)) = extensions.get_mut::<Recorded>() {
-            recorded.add_properties(|| {
-                let mut properties = Vec::new();
-                values.record(&mut fields::Properties { properties: &mut properties, message: None });
-                properties
-            });
+            recorded.add_properties(|| properties);
         }
     }
 
@@ -288,11 +281,14 @@ where
                 None => Event::add_to_local_parent(name, || properties),
             }
         } else if event.parent().is_some() {
-            let Some(scope) = ctx.event_scope(event) else { return };
-            nearest_recorded(scope, |span| {
-                let (name, properties) = fields::event(event);
-                span.add_event(name, || properties);
-            });
+            let Some(parent) = ctx.event_scope(event).and_then(|mut scope| scope.find(is_recorded)) else {
+                return;
+            };
+            let (name, properties) = fields::event(event);
+            let extensions = parent.extensions();
+            if let Some(Recorded(recorded)) = extensions.get::<Recorded>() {
+                recorded.add_event(name, || properties);
+            }
         }
     }
 

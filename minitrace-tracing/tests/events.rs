@@ -108,3 +108,31 @@ fn an_event_stays_on_a_span_that_outlives_its_root() {
     assert_eq!(names, ["inside"]);
     assert_eq!(trace.parent_of("outlives its root"), "root");
 }
+
+/// A value whose `Debug` emits an event itself, as some do.
+struct Chatty;
+
+impl std::fmt::Debug for Chatty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        tracing::info!("formatting");
+        f.write_str("chatty")
+    }
+}
+
+#[test]
+fn a_field_whose_debug_emits_an_event_neither_blocks_nor_is_lost() {
+    setup();
+    let trace = trace(|| {
+        let span = tracing::info_span!("noisy fields", value = tracing::field::Empty);
+        span.in_scope(|| span.record("value", tracing::field::debug(&Chatty)));
+        tracing::info!(parent: &span, value = ?Chatty, "explicit");
+    });
+    let span = trace.span("noisy fields");
+    assert_eq!(property(&span.properties, "value"), Some("chatty"));
+    let names: Vec<_> = span.events.iter().map(|event| event.name.as_ref()).collect();
+    assert!(names.contains(&"formatting") && names.contains(&"explicit"), "{names:?}");
+    assert_eq!(
+        property(&span.events.iter().find(|e| e.name == "explicit").unwrap().properties, "value"),
+        Some("chatty")
+    );
+}
