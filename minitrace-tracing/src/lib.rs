@@ -53,9 +53,8 @@
 //!   entered on the thread, `#[trace]` spans, local spans, and spans set
 //!   with [`Span::set_local_parent`] or bound to the polled future with
 //!   `in_span`;
-//! - with an explicit parent (`parent: &span`, `follows_from` aside): a
-//!   child of that parent, or of its nearest recorded ancestor, if any is
-//!   recorded.
+//! - with an explicit parent (`parent: &span`): a child of that parent,
+//!   or of its nearest recorded ancestor, if any is recorded.
 //!
 //! Anything else records nothing: a span created outside any trace costs
 //! the layer a thread-local read, and an explicit root (`parent: None`)
@@ -69,8 +68,8 @@
 //! `#[tracing::instrument]` on an `async fn` opens its span at the first
 //! poll. A future spawned bare (`tokio::spawn(fetch())`) is first polled
 //! on a worker with no local parent, so it is not recorded, as an unbound
-//! `#[trace]` future is not: bind it to the trace with a span made inside
-//! it, `fetch().instrument(info_span!("fetch"))` or
+//! `#[trace]` future is not: bind it to the trace with a span made before
+//! spawning, `fetch().instrument(info_span!("fetch"))` or
 //! `fetch().in_span(Span::enter_with_local_parent("fetch"))`.
 //!
 //! # The local parent
