@@ -3,6 +3,8 @@
 //! `scripts/test.sh` starts: it runs when that Jaeger is up, and always
 //! under `CI=true`, where a missing Jaeger is a failure. So does
 //! `two_services`, whose trace is then read back from Jaeger.
+//! `axum_service` always runs; what it sent is looked up in that Jaeger on
+//! the same terms.
 //!
 //! The examples are not built here: `cargo test` builds every example of
 //! the package, in the same profile as this test, into `examples/` beside
@@ -263,19 +265,152 @@ fn clock() {
     run("clock").assert_stdout_has("source:");
 }
 
+/// Where the local Jaeger's query API answers.
+const JAEGER_QUERY: &str = "127.0.0.1:16686";
+
+/// Whether the local Jaeger answers; outside CI, a `false` is printed as a
+/// skip of `test`'s Jaeger checks, and under `CI=true` it fails the test.
+fn jaeger_is_up(test: &str) -> bool {
+    let query = JAEGER_QUERY.parse().unwrap();
+    let up = std::net::TcpStream::connect_timeout(&query, Duration::from_secs(1)).is_ok();
+    let why = format!("no Jaeger on {query} (start one with `bash scripts/jaeger.sh`)");
+    if !up && std::env::var("CI").as_deref() == Ok("true") {
+        panic!("examples_run::{test}: {why}");
+    }
+    if !up {
+        // Straight to stderr: libtest captures `eprintln!` of passing tests.
+        let _ = writeln!(std::io::stderr(), "SKIPPED examples_run::{test} (its Jaeger part): {why}");
+    }
+    up
+}
+
 #[test]
 fn jaeger() {
-    let query = "127.0.0.1:16686".parse().unwrap();
-    let up = std::net::TcpStream::connect_timeout(&query, Duration::from_secs(1)).is_ok();
-    if !up && std::env::var("CI").as_deref() != Ok("true") {
-        // Straight to stderr: libtest captures `eprintln!` of passing tests.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED examples_run::jaeger: no Jaeger on {query} (start one with `bash scripts/jaeger.sh`)"
-        );
+    if jaeger_is_up("jaeger") {
+        run("jaeger").assert_stdout_has("trace: http://").assert_stdout_has("Jaeger has all");
+    }
+}
+
+/// A span as Jaeger's query API gives it.
+#[derive(Debug)]
+struct JaegerSpan {
+    name: String,
+    /// The parent's name: `<remote>` for a parent outside the trace.
+    parent: String,
+    tags: Vec<(String, String)>,
+    /// Each log's first field: the event's name.
+    logs: Vec<String>,
+}
+
+/// A trace as Jaeger's query API gives it.
+struct JaegerTrace(Vec<JaegerSpan>);
+
+impl JaegerTrace {
+    /// Polls Jaeger until trace `id` has `spans` spans, or 20 s pass.
+    fn fetch(id: &str, spans: usize) -> JaegerTrace {
+        // Jaeger names a trace whose high 64 bits are 0 by its low 16 digits.
+        let id = id.strip_prefix("0000000000000000").unwrap_or(id);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let trace = jaeger_get(&format!("/api/traces/{id}")).map(|answer| JaegerTrace::parse(&answer));
+            match trace {
+                Some(trace) if trace.0.len() >= spans => return trace,
+                _ if Instant::now() > deadline => {
+                    panic!("trace {id} did not reach Jaeger with {spans} spans: {:?}", trace.map(|t| t.0))
+                }
+                _ => std::thread::sleep(Duration::from_millis(300)),
+            }
+        }
+    }
+
+    fn parse(answer: &serde_json::Value) -> JaegerTrace {
+        let spans = answer["data"][0]["spans"].as_array().cloned().unwrap_or_default();
+        let text = |value: &serde_json::Value| value.as_str().map_or(value.to_string(), str::to_string);
+        let name_of = |id: &serde_json::Value| {
+            let span = spans.iter().find(|span| &span["spanID"] == id);
+            span.map_or("<remote>".to_string(), |span| text(&span["operationName"]))
+        };
+        let parse_span = |span: &serde_json::Value| {
+            let references = span["references"].as_array().cloned().unwrap_or_default();
+            let parent = references.iter().find(|reference| reference["refType"] == "CHILD_OF");
+            let tags = span["tags"].as_array().cloned().unwrap_or_default();
+            let logs = span["logs"].as_array().cloned().unwrap_or_default();
+            JaegerSpan {
+                name: text(&span["operationName"]),
+                parent: parent.map_or("<none>".to_string(), |parent| name_of(&parent["spanID"])),
+                tags: tags.iter().map(|tag| (text(&tag["key"]), text(&tag["value"]))).collect(),
+                logs: logs.iter().map(|log| text(&log["fields"][0]["value"])).collect(),
+            }
+        };
+        JaegerTrace(spans.iter().map(parse_span).collect())
+    }
+
+    /// The one span named `name`.
+    fn span(&self, name: &str) -> &JaegerSpan {
+        let mut found = self.0.iter().filter(|span| span.name == name);
+        let span = found.next().unwrap_or_else(|| panic!("no span {name} in {:?}", self.0));
+        assert!(found.next().is_none(), "two spans {name} in {:?}", self.0);
+        span
+    }
+
+    /// Whether the one span named `name` has tag `key` = `value`.
+    fn has_tag(&self, name: &str, key: &str, value: &str) -> bool {
+        self.span(name).tags.iter().any(|(k, v)| k == key && v == value)
+    }
+}
+
+/// GETs `path` from Jaeger's query API: the JSON, or `None` if it is not (yet) there.
+fn jaeger_get(path: &str) -> Option<serde_json::Value> {
+    let query = JAEGER_QUERY.parse().unwrap();
+    let mut stream = std::net::TcpStream::connect_timeout(&query, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    // HTTP/1.0: the body ends where the connection does, never chunked.
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {query}\r\n\r\n").ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let split = response.windows(4).position(|window| window == b"\r\n\r\n")?;
+    (response.starts_with(b"HTTP/1.0 200") || response.starts_with(b"HTTP/1.1 200")).then_some(())?;
+    serde_json::from_slice(&response[split + 4..]).ok()
+}
+
+#[test]
+fn axum_service() {
+    // Asked first, so that under CI a missing Jaeger fails before the run.
+    let jaeger_up = jaeger_is_up("axum_service");
+    let output = run("axum_service");
+    output.assert_stdout_has("GET /users/7 -> 200").assert_stdout_has("GET /users/404 -> 404");
+    // "trace <id> GET <path> -> <status>", one line per request.
+    let traces: Vec<(&str, &str)> =
+        output.stdout.lines().filter_map(|line| line.strip_prefix("trace ")?.split_once(" GET ")).collect();
+    assert_eq!(traces.len(), 3, "{}", output.stdout);
+    let (user, orders) = (traces[0], traces[1]);
+    // The caller's traceparent was continued, and log lines carry the ids.
+    output.assert_stdout_has(&format!("the caller's traceparent was 00-{}-", user.0));
+    for (id, _) in &traces {
+        output.assert_stderr_has(&format!("trace_id={id} span_id="));
+    }
+    if !jaeger_up {
         return;
     }
-    run("jaeger").assert_stdout_has("trace: http://").assert_stdout_has("Jaeger has all");
+    // One tree: the root, tower-http's span, the handler, the driver's spans.
+    let trace = JaegerTrace::fetch(user.0, 6);
+    assert_eq!(trace.span("GET /users/7").parent, "<remote>", "the caller's span is the root's parent");
+    assert_eq!(trace.span("request").parent, "GET /users/7");
+    assert!(trace.has_tag("request", "tracing.target", "tower_http::trace::make_span"), "{:?}", trace.0);
+    assert!(trace.has_tag("request", "uri", "/users/7"), "{:?}", trace.0);
+    assert!(trace.span("request").logs.contains(&"finished processing request".to_string()));
+    assert_eq!(trace.span("get_user").parent, "request");
+    assert_eq!(trace.span("get_user").logs, ["user 7 is user-7"]);
+    assert_eq!(trace.span("query").parent, "get_user");
+    assert!(trace.has_tag("query", "db.system", "sqlite"), "{:?}", trace.0);
+    assert_eq!(trace.span("acquire").parent, "query");
+    assert_eq!(trace.span("render").parent, "get_user");
+
+    let trace = JaegerTrace::fetch(orders.0, 8);
+    assert_eq!(trace.span("get_orders").parent, "request");
+    let queries: Vec<_> = trace.0.iter().filter(|span| span.name == "query").collect();
+    assert_eq!(queries.len(), 2);
+    assert!(queries.iter().all(|query| query.parent == "get_orders"), "{:?}", trace.0);
 }
 
 /// The spans of the example's one trace: (service, name, parent's name), a

@@ -61,7 +61,7 @@ thread_local! {
 }
 
 /// Takes and drops every span recorded so far on any thread; returns how many.
-fn take_closed() -> usize {
+pub fn take_closed() -> usize {
     let buffers = BUFFERS.lock().unwrap();
     buffers
         .iter()
