@@ -25,6 +25,7 @@ cargo test --workspace --release
 # enables, so the run above builds none: its tests again with OTLP/gRPC,
 # OTLP/HTTP JSON and TLS, the gRPC and JSON end-to-end tests included.
 cargo test -p minitrace-otlp --release --all-features
+cargo test -p minitrace-jaeger --release --features tls
 
 # minstant's `fallback-coarse` feature, which no crate of the workspace
 # enables, so the run above never builds it: its tests again with the
