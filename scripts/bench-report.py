@@ -55,6 +55,9 @@ GROUP_ORDER = [
     for pace in ("~33 ns steps", "flat out")
 ]
 FATES_GROUPS = set(GROUP_ORDER[-4:])
+OTLP_GROUP = "otlp encode, 10 spans (3 attributes, 1 event)"
+BRIDGE_GROUP = "tracing spans through a bridge, 1 root + 10 spans"
+GROUP_ORDER += [BRIDGE_GROUP, OTLP_GROUP]
 FATES_REFERENCE = "minitrace (this workspace), reporting all"
 FLOOR = "clock floor (20 clock reads)"
 
@@ -104,6 +107,18 @@ GROUP_NOTES = {
     "producer finds its ring full.",
 }
 
+GROUP_NOTES[OTLP_GROUP] = (
+    "An OTLP exporter's encoding step, no network: 10 finished spans (3 attributes and 1 event each) "
+    "turned into the protobuf bytes of one `ExportTraceServiceRequest`. Ours from `SpanRecord`s; "
+    "opentelemetry-otlp's path is what its exporter runs on the SDK's `SpanData` (opentelemetry-proto's "
+    "grouping by resource and scope, then prost), called directly."
+)
+GROUP_NOTES[BRIDGE_GROUP] = (
+    "A root and 10 tokio `tracing` spans per iteration, each recorded through a bridge: ours "
+    "(`minitrace-tracing`'s layer, under a minitrace root), fastrace's compatibility layer under a "
+    "fastrace root, and tracing's own Registry with a layer that records every span (and with it off)."
+)
+
 for _fates in FATES_GROUPS:
     GROUP_NOTES[_fates] = (
         "A request of 1 root + 9 local spans (steps of ~33 ns of chained busy work between the spans, or "
@@ -111,7 +126,8 @@ for _fates in FATES_GROUPS:
         "`wait_when_queue_full`), thrown away by the latency threshold or by `cancel()`, left out by head "
         "sampling, or begun with recording switched off; fastrace 0.7 reporting it and cancelling its root; "
         "tokio `tracing` with a bare `Registry`. The clock floor is the same request with only the 20 clock "
-        "reads ours makes. Long-lived producer threads run the requests at once. The sentence under the "
+        "reads ours makes. With the flight recorder on, the threshold row keeps every request in it as well. "
+        "Long-lived producer threads run the requests at once. The sentence under the "
         "table gives each of our rows' cost over the untraced request as a multiple of the clock floor's."
     )
 
@@ -143,6 +159,8 @@ for _fates in FATES_GROUPS:
         "CPU time of the whole process per request (a batch's CPU time, the library's flush included, "
         "over the requests all producers made)"
     )
+GROUP_MEASURES[OTLP_GROUP] = "wall time per 10 spans encoded, on the bench thread"
+GROUP_MEASURES[BRIDGE_GROUP] = CPU_WITH_FLUSH
 UNKNOWN_MEASURE = "not described in scripts/bench-report.py: see the bench"
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
@@ -150,7 +168,7 @@ OVERHEAD_GROUPS = {"1 µs request, 1 root + 9 children", "1 µs request, chained
 OVERHEAD_GROUPS |= FATES_GROUPS
 
 # The reference row of groups without a "(this workspace)" row.
-REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread"}
+REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread", OTLP_GROUP: "minitrace-otlp"}
 REFERENCES.update({group: FATES_REFERENCE for group in FATES_GROUPS})
 
 # Rows that are baselines, not contenders: shown in the tables, not charted.

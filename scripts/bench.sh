@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark suite in one run (every contender side by side:
-# benches/spans.rs, no_reporter.rs, clock.rs, channel.rs), then writes
+# benches/spans.rs, no_reporter.rs, clock.rs, channel.rs, fates.rs, otlp.rs,
+# bridge.rs), then writes
 # BENCHMARKS.md and benchmarks.svg from criterion's output with
 # scripts/bench-report.py.
 #
@@ -23,11 +24,11 @@ MEASUREMENT=${BENCH_MEASUREMENT:-3}
 commit=$(python3 scripts/bench-report.py --print-commit)
 
 # Build first, so that the results' timestamps (--since) start after it.
-cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel --bench fates
+cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel --bench fates --bench otlp --bench bridge
 
 start=$(date +%s)
 command=(
-    cargo bench --bench spans --bench no_reporter --bench clock --bench channel --bench fates --
+    cargo bench --bench spans --bench no_reporter --bench clock --bench channel --bench fates --bench otlp --bench bridge --
     --warm-up-time "$WARM_UP" --measurement-time "$MEASUREMENT" --nresamples 10000 "$@"
 )
 printf -v command_line '%q ' "${command[@]}"

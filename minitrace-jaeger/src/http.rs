@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::io::{self, Read};
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use ureq::http::uri::{PathAndQuery, Uri};
@@ -65,7 +66,9 @@ impl fmt::Display for HttpError {
 /// A client of one collector endpoint.
 #[derive(Debug)]
 pub(crate) struct Collector {
-    agent: ureq::Agent,
+    /// Asserted unwind-safe, as the reporter was in 0.6: a request cut short
+    /// by a panic leaves at worst a connection the next request replaces.
+    agent: AssertUnwindSafe<ureq::Agent>,
     endpoint: Uri,
     /// Sent with every request, after `Content-Type`.
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -89,6 +92,7 @@ impl Collector {
             .max_idle_connections_per_host(1)
             .build()
             .new_agent();
+        let agent = AssertUnwindSafe(agent);
         Collector { agent, endpoint, headers: Vec::new(), timeout: clamp(timeout), backoff_until: None }
     }
 

@@ -126,6 +126,7 @@
 
 mod http;
 mod model;
+mod stats;
 mod thrift;
 mod udp;
 
@@ -135,15 +136,15 @@ mod tests;
 use std::error::Error;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
 
-use crate::model::{ClientStats, Encoder, Process, TRUNCATED_TAG};
+use crate::model::{Encoder, Process, TRUNCATED_TAG};
+use crate::stats::{Counters, ErrorLog};
+pub use crate::stats::{ReporterStats, StatsHandle};
 use crate::thrift::{Binary, Compact};
 
 /// The largest UDP datagram sent by default, as in Jaeger's own clients.
@@ -532,155 +533,6 @@ fn client_uuid() -> String {
         low >> 48,
         low & 0xffff_ffff_ffff
     )
-}
-
-/// Writes errors to standard error, at most one line per interval.
-struct ErrorLog {
-    interval: Duration,
-    last: Option<Instant>,
-    /// Errors not written since the last line.
-    suppressed: u64,
-}
-
-impl ErrorLog {
-    fn log(&mut self, message: impl FnOnce() -> String) {
-        let now = Instant::now();
-        if self.last.is_some_and(|last| now.duration_since(last) < self.interval) {
-            self.suppressed += 1;
-            return;
-        }
-        let mut line = format!("minitrace-jaeger: {}", message());
-        if self.suppressed > 0 {
-            line.push_str(&format!(" (and {} more errors not shown)", self.suppressed));
-        }
-        // A failing stderr is no reason to panic: ignore it.
-        let _ = writeln!(std::io::stderr(), "{line}");
-        self.last = Some(now);
-        self.suppressed = 0;
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    /// minitrace's count of spans dropped at a full queue when this reporter
-    /// was made: `ClientStats` counts from the reporter's start, and a
-    /// replacement reporter (a new Jaeger client) must not report its
-    /// predecessors' drops again.
-    queue_drops_before: u64,
-    spans_sent: AtomicU64,
-    messages_sent: AtomicU64,
-    bytes_sent: AtomicU64,
-    spans_failed: AtomicU64,
-    spans_too_large: AtomicU64,
-    spans_truncated: AtomicU64,
-}
-
-impl Counters {
-    fn starting_now() -> Counters {
-        Counters {
-            queue_drops_before: minitrace::collector::stats().dropped_queue_full,
-            ..Counters::default()
-        }
-    }
-
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Counts one message of `spans` spans and `bytes` bytes: sent, or lost
-    /// with `failure` (the spans lost, and why), which is also logged.
-    fn delivered(&self, errors: &mut ErrorLog, spans: usize, bytes: usize, failure: Option<(usize, String)>) {
-        match failure {
-            None => {
-                Counters::add(&self.spans_sent, spans as u64);
-                Counters::add(&self.messages_sent, 1);
-                Counters::add(&self.bytes_sent, bytes as u64);
-            }
-            Some((lost, why)) => {
-                Counters::add(&self.spans_failed, lost as u64);
-                count_dropped_by_reporter(lost as u64);
-                errors.log(|| format!("{lost} spans lost: {why}"));
-            }
-        }
-    }
-
-    /// The counters sent in each `Batch`, all since this reporter was made:
-    /// its own losses, and the spans that minitrace dropped at a full queue
-    /// (minitrace has one collector, so they would have come here).
-    fn client_stats(&self) -> ClientStats {
-        let saturating = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
-        let read = |counter: &AtomicU64| saturating(counter.load(Ordering::Relaxed));
-        let queue_drops = minitrace::collector::stats().dropped_queue_full - self.queue_drops_before;
-        ClientStats {
-            full_queue_dropped_spans: saturating(queue_drops),
-            too_large_dropped_spans: read(&self.spans_too_large),
-            failed_to_emit_spans: read(&self.spans_failed),
-        }
-    }
-}
-
-/// A handle on a [`JaegerReporter`]'s counters; see [`JaegerReporter::stats`].
-///
-/// ```
-/// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
-/// let handle = reporter.stats();
-/// assert_eq!(handle.get().spans_sent, 0);
-/// ```
-#[derive(Clone)]
-pub struct StatsHandle(Arc<Counters>);
-
-impl fmt::Debug for StatsHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("StatsHandle").field(&self.get()).finish()
-    }
-}
-
-impl StatsHandle {
-    /// The counters now.
-    ///
-    /// ```
-    /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
-    /// let stats = reporter.stats().get();
-    /// assert_eq!(stats.spans_failed + stats.spans_too_large, 0);
-    /// ```
-    pub fn get(&self) -> ReporterStats {
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let counters = &self.0;
-        ReporterStats {
-            spans_sent: read(&counters.spans_sent),
-            messages_sent: read(&counters.messages_sent),
-            bytes_sent: read(&counters.bytes_sent),
-            spans_failed: read(&counters.spans_failed),
-            spans_too_large: read(&counters.spans_too_large),
-            spans_truncated: read(&counters.spans_truncated),
-        }
-    }
-}
-
-/// What a [`JaegerReporter`] did since it was made.
-///
-/// ```
-/// let stats = minitrace_jaeger::ReporterStats::default();
-/// assert_eq!(stats.spans_sent, 0);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReporterStats {
-    /// Spans in messages handed to the operating system (UDP) or accepted by
-    /// the collector (HTTP). UDP datagrams may still be lost after that.
-    pub spans_sent: u64,
-    /// Datagrams or HTTP requests sent.
-    pub messages_sent: u64,
-    /// Bytes in those messages.
-    pub bytes_sent: u64,
-    /// Spans lost to a failed send or request. A UDP agent's refusal is seen
-    /// at the next send, so its datagram is counted here then (it may have
-    /// been counted in `spans_sent` already).
-    pub spans_failed: u64,
-    /// Spans dropped because even truncated they did not fit in one message.
-    pub spans_too_large: u64,
-    /// Spans sent truncated, with the tag `minitrace.truncated`.
-    pub spans_truncated: u64,
 }
 
 /// Why [`JaegerReporter::http_endpoint`] refused a URL: the URL, and what is

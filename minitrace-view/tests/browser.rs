@@ -7,59 +7,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use support::{artifacts, browser_ready, check};
+
 use std::time::Instant;
 
 use minitrace_flight::Reader;
 use serde_json::Value;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// Whether the browser and its driver are there (installing them if not).
-fn browser_ready() -> bool {
-    let status =
-        Command::new("bash").arg("scripts/browser.sh").arg("install").current_dir(workspace()).status();
-    match status {
-        Ok(status) if status.success() => true,
-        outcome => {
-            let why = format!("scripts/browser.sh install failed ({outcome:?})");
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true needs the browser: {why}");
-            eprintln!("SKIPPED: no headless browser: {why}");
-            false
-        }
-    }
-}
-
-/// Runs the browser check on `page`; its JSON results.
-fn check(page: &Path, artifacts: &Path) -> Value {
-    let output = Command::new("bash")
-        .arg("scripts/browser.sh")
-        .arg("check")
-        .arg(page)
-        .arg(artifacts)
-        .current_dir(workspace())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "browser check failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {stdout}"))
-}
-
-/// Screenshots go where CI keeps artifacts: target/browser-artifacts/NAME.
-fn artifacts(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("browser-artifacts").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 #[test]
 fn a_million_requests_load_draw_and_show_a_trace_on_click() {

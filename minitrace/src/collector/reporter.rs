@@ -14,7 +14,7 @@ use crate::data::record::{Reporter, SpanRecord};
 ///
 /// minitrace::set_reporter(ConsoleReporter, Config::default());
 /// ```
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug)]
 pub struct ConsoleReporter;
 
 impl Reporter for ConsoleReporter {

@@ -1,7 +1,11 @@
 //! The story the flight recorder is for, in miniature: one slow `KEYS`
 //! request holds a lock that many fast `GET`s wait for. Reporting only slow
 //! traces shows the victims; the automatic dump around each slow trace also
-//! shows the blocker, and everything else that ran beside it.
+//! shows the blocker, and everything else that ran beside it: in the
+//! window handed to the callback, in the dump written from it, and on the
+//! page drawn from that dump, in headless Chromium.
+
+mod support;
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
@@ -10,6 +14,9 @@ use minitrace::collector::{Config, SpanContext, TestReporter};
 use minitrace::local::LocalSpan;
 use minitrace::recorder::{FlightRecorder, SlowTraceWindow};
 use minitrace::Span;
+use minitrace_flight::Reader;
+use serde_json::Value;
+use support::{artifacts, browser_ready, check, scratch};
 
 const THRESHOLD: Duration = Duration::from_millis(20);
 const KEYS_HOLDS_THE_LOCK: Duration = Duration::from_millis(80);
@@ -102,4 +109,28 @@ fn the_dump_around_a_slow_get_holds_the_keys_that_blocked_it() {
         .count();
     assert_eq!(around_a_get.requests.len(), overlapping);
     assert_eq!(minitrace::recorder::automatic_dumps().done as usize, windows.len());
+
+    // Written as a dump: the same requests read back.
+    let dir = scratch("keys-story");
+    let dump = minitrace_flight::dump_window(around_a_get, dir.join("window.mtf")).unwrap().into_inner();
+    let read: Vec<minitrace_flight::Request> =
+        Reader::new(std::fs::File::open(&dump).unwrap()).unwrap().map(Result::unwrap).collect();
+    assert_eq!(read.len(), around_a_get.requests.len());
+    assert!(read.iter().any(|request| request.name == "KEYS" && request.trace_id == keys.trace_id.0));
+    assert!(read.iter().filter(|request| request.name == "GET").count() >= 1);
+
+    // Drawn: the KEYS is the topmost point; a click shows its trace.
+    let page = dir.join("window.html");
+    let reader = Reader::new(std::fs::File::open(&dump).unwrap()).unwrap();
+    let stats =
+        minitrace_view::render_page(reader, "KEYS story", std::fs::File::create(&page).unwrap()).unwrap();
+    assert_eq!(stats.requests as usize, read.len());
+    if !browser_ready() {
+        return;
+    }
+    let results = check(&page, &artifacts("keys-story"));
+    assert_eq!(results["errors"], Value::Array(vec![]));
+    assert!(results["scatterPixels"].as_u64().unwrap() > 0);
+    assert_eq!(results["selectedTrace"].as_str().unwrap(), format!("{:032x}", keys.trace_id.0));
+    assert_eq!(results["bars"], 2, "the KEYS and its scan");
 }
