@@ -5,32 +5,16 @@
 
 mod common;
 
-use minitrace::collector::Config;
-use minitrace_otlp::{Compression, OtlpReporter, Protocol};
+use minitrace_otlp::{Compression, Protocol};
 
 #[test]
 fn thousand_traces_and_a_large_one_over_otlp_grpc_all_arrive() {
-    if !common::jaeger_available("thousand_traces_and_a_large_one_over_otlp_grpc_all_arrive") {
+    let test = "thousand_traces_and_a_large_one_over_otlp_grpc_all_arrive";
+    let Some((stats, traces)) = common::deliver(test, 1000, |builder| {
+        builder.protocol(Protocol::Grpc).endpoint(common::OTLP_GRPC).compression(Compression::Gzip)
+    }) else {
         return;
-    }
-    let service = common::unique_service("minitrace-otlp-grpc");
-    let reporter = OtlpReporter::builder()
-        .env(|_| None)
-        .protocol(Protocol::Grpc)
-        .endpoint(common::OTLP_GRPC)
-        .service_name(service.clone())
-        .compression(Compression::Gzip)
-        .build()
-        .unwrap();
-    let stats = reporter.stats();
-    minitrace::set_reporter(reporter, Config::default().wait_when_queue_full(true));
-
-    let traces: Vec<_> = (0..1000).map(common::traced_request).collect();
-    minitrace::flush();
-    let sent = stats.get();
-    println!("sent over OTLP/gRPC: {sent:?}");
-    common::assert_delivered(sent, &traces, &service);
-
+    };
     let trace_id = common::big_trace();
     minitrace::flush();
     let sent = stats.get();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use minitrace::collector::{SpanContext, SpanId, SpanKind, SpanStatus, TraceId};
 use minitrace::prelude::*;
-use minitrace_otlp::ReporterStats;
+use minitrace_otlp::{OtlpReporter, OtlpReporterBuilder, ReporterStats, StatsHandle};
 use serde_json::Value;
 
 /// OTLP/HTTP of the local Jaeger.
@@ -342,4 +342,32 @@ pub fn assert_big_trace_arrived(trace_id: TraceId) {
         }
     }
     assert_eq!(roots, 1);
+}
+
+/// Sets a reporter built by `configure` (on a builder already given a
+/// unique service name, the OTLP/HTTP endpoint and no environment) as
+/// minitrace's, waiting rather than dropping on a full queue, then sends
+/// `count` traced requests through it and checks that every one arrived.
+/// Returns the reporter's stats handle and the traces; `None` when Jaeger
+/// is not there (outside CI).
+pub fn deliver(
+    test: &str,
+    count: usize,
+    configure: impl FnOnce(OtlpReporterBuilder) -> OtlpReporterBuilder,
+) -> Option<(StatsHandle, Vec<ExpectedTrace>)> {
+    if !jaeger_available(test) {
+        return None;
+    }
+    let service = unique_service(test);
+    let builder = OtlpReporter::builder().env(|_| None).endpoint(OTLP_HTTP).service_name(service.clone());
+    let reporter = configure(builder).build().unwrap();
+    let stats = reporter.stats();
+    // Waiting rather than dropping on a full queue: the test counts every span.
+    minitrace::set_reporter(reporter, minitrace::collector::Config::default().wait_when_queue_full(true));
+    let traces: Vec<ExpectedTrace> = (0..count).map(traced_request).collect();
+    minitrace::flush();
+    let sent = stats.get();
+    println!("{test}: {sent:?}");
+    assert_delivered(sent, &traces, &service);
+    Some((stats, traces))
 }
