@@ -50,7 +50,7 @@ pub mod synthetic;
 
 pub use error::FormatError;
 pub use reader::{Block, Reader};
-pub use recorded::{dump_recorder, dump_window};
+pub use recorded::{dump_recorder, dump_window, DumpOnExit};
 pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 pub use writer::{write_file_atomically, Writer, Written};
 

@@ -50,6 +50,40 @@ pub fn dump_recorder(path: impl AsRef<Path>) -> io::Result<Written<PathBuf>> {
     write_file_atomically(path, &requests)
 }
 
+/// Writes everything the flight recorder holds to a dump at `path` when
+/// dropped: keep one alive in `main` to dump at exit (a panic that unwinds
+/// out of `main` drops it too). A failure is printed to standard error.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("flight-exit-doc-{}.mtf", std::process::id()));
+/// {
+///     let _dump = minitrace_flight::DumpOnExit::new(&path);
+///     // ... the program's work ...
+/// }
+/// assert!(path.exists());
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct DumpOnExit {
+    path: PathBuf,
+}
+
+impl DumpOnExit {
+    /// A guard that dumps to `path` when dropped.
+    pub fn new(path: impl Into<PathBuf>) -> DumpOnExit {
+        DumpOnExit { path: path.into() }
+    }
+}
+
+impl Drop for DumpOnExit {
+    fn drop(&mut self) {
+        if let Err(error) = dump_recorder(&self.path) {
+            eprintln!("minitrace-flight: no dump at exit to {}: {error}", self.path.display());
+        }
+    }
+}
+
 /// Writes the requests around a slow trace (what
 /// [`FlightRecorder::on_slow_trace`](minitrace::recorder::FlightRecorder::on_slow_trace)
 /// hands its callback) to a dump at `path`.
