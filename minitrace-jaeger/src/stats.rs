@@ -102,7 +102,7 @@ impl Counters {
     }
 }
 
-/// A handle on a [`JaegerReporter`]'s counters; see [`JaegerReporter::stats`].
+/// A handle on a [`JaegerReporter`](crate::JaegerReporter)'s counters; see [`JaegerReporter::stats`](crate::JaegerReporter::stats).
 ///
 /// ```
 /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
@@ -140,7 +140,7 @@ impl StatsHandle {
     }
 }
 
-/// What a [`JaegerReporter`] did since it was made.
+/// What a [`JaegerReporter`](crate::JaegerReporter) did since it was made.
 ///
 /// ```
 /// let stats = minitrace_jaeger::ReporterStats::default();
