@@ -32,9 +32,7 @@ impl Event {
         I: IntoIterator<Item = (Cow<'static, str>, Cow<'static, str>)>,
         F: FnOnce() -> I,
     {
-        if ENABLED && parent.is_recording() {
-            parent.add_event_record(name.into(), crate::data::record::properties(properties));
-        }
+        parent.add_event(name, properties);
     }
 
     /// Adds an event to the current thread's local parent: the innermost open

@@ -32,8 +32,8 @@ fn request(name: &'static str, steps: usize) -> TraceId {
     let root = Span::root(name, context).with_property(|| ("user", "42"));
     let _guard = root.set_local_parent();
     let _outer = LocalSpan::enter_with_local_parent("outer");
-    for _ in 1..steps {
-        let _step = LocalSpan::enter_with_local_parent(format!("step {}", steps));
+    for step in 1..steps {
+        let _step = LocalSpan::enter_with_local_parent(format!("step {step}"));
     }
     context.trace_id
 }
@@ -51,7 +51,7 @@ fn a_request_thrown_away_is_recorded_whole() {
     assert_eq!(request.name, "get");
     assert_eq!(request.properties, vec![("user".into(), "42".into())]);
     let names: Vec<&str> = request.spans.iter().map(|span| span.name.as_ref()).collect();
-    assert_eq!(names, ["outer", "step 3", "step 3"]);
+    assert_eq!(names, ["outer", "step 1", "step 2"]);
     let parents: Vec<Option<u32>> = request.spans.iter().map(|span| span.parent).collect();
     assert_eq!(parents, [None, Some(0), Some(0)]);
     for span in &request.spans {
@@ -60,6 +60,7 @@ fn a_request_thrown_away_is_recorded_whole() {
                 && span.begin_unix_ns + span.duration_ns <= request.end_unix_ns()
         );
     }
+    minitrace::flush();
     assert_eq!(minitrace::collector::stats().spans_reported, 0, "thrown away all the same");
 }
 
@@ -69,6 +70,8 @@ fn the_memory_bound_keeps_the_newest_requests() {
     let trace_ids: Vec<TraceId> = (0..10_000).map(|_| request("get", 10)).collect();
     let kept = on_this_thread(&trace_ids);
     assert!(!kept.is_empty() && kept.len() < 1_000, "bounded: {} kept", kept.len());
+    // 64 KiB holds ~100 requests of 10 spans (~56 bytes a span, ~80 a request).
+    assert!((90..=110).contains(&kept.len()), "{} kept", kept.len());
     let newest = &trace_ids[trace_ids.len() - kept.len()..];
     assert_eq!(kept.iter().map(|request| request.trace_id).collect::<Vec<_>>(), newest);
     assert!(kept.iter().all(|request| request.spans.len() == 10));
@@ -111,6 +114,9 @@ fn threads_that_exited_are_kept_a_while() {
     assert!(on_this_thread(&[first]).is_empty());
     let kept = on_this_thread(&later).len();
     assert!((1..100).contains(&kept), "{kept} of the later threads' rings kept");
+    // Old rings are forgotten when a thread first records: the newest 16
+    // exited threads' rings, and the last thread's, which exited since.
+    assert!((16..=17).contains(&kept), "{kept} rings of exited threads kept");
 }
 
 #[test]

@@ -63,6 +63,13 @@ fn fields_on_noop_spans_do_nothing() {
     let mut span = Span::noop().with_kind(SpanKind::Client).with_link(SpanContext::random());
     span.set_status(SpanStatus::error("ignored"));
     span.add_event("ignored", || [("k", "v")]);
-    let _local = LocalSpan::enter_with_local_parent("no parent").with_status(SpanStatus::Ok);
+    drop(LocalSpan::enter_with_local_parent("no parent").with_status(SpanStatus::Ok));
     assert!(span.elapsed().is_none());
+    assert!(SpanContext::from_span(&span).is_none());
+    drop(span);
+    let spans = common::reported();
+    minitrace::flush();
+    assert!(spans.lock().iter().all(
+        |record| record.name != "no parent" && record.events.iter().all(|event| event.name != "ignored")
+    ));
 }

@@ -296,6 +296,10 @@ pub(crate) fn close_all_lines() {
 /// Whether a line of `collect_id`'s trace is open on this thread: its
 /// spans will be sent when its guard drops, after the root's end.
 pub(crate) fn has_line_of(collect_id: u64) -> bool {
+    // Usually no line is open when a root ends: one load, no borrow.
+    if OPEN_LINES.with(Cell::get) == 0 {
+        return false;
+    }
     with_stack(|stack| {
         stack.lines.iter().any(|line| {
             line.targets.as_ref().is_some_and(|targets| {
@@ -308,7 +312,7 @@ pub(crate) fn has_line_of(collect_id: u64) -> bool {
 
 /// Whether the thread has a local parent (a guard's span or a collector).
 pub(crate) fn has_line() -> bool {
-    with_stack(|stack| !stack.lines.is_empty()).unwrap_or(false)
+    OPEN_LINES.with(Cell::get) != 0
 }
 
 /// Whether there is an innermost open local span to add properties to.

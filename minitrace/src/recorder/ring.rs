@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use minstant::Instant;
 
 use crate::data::id::{SpanId, TraceId};
-use crate::data::raw_span::{RawSpan, LINE_PARENT};
+use crate::data::raw_span::RawSpan;
 use crate::data::record::Property;
 use crate::util::lock;
 
@@ -34,7 +34,7 @@ static RINGS: Mutex<Vec<Arc<Mutex<Ring>>>> = Mutex::new(Vec::new());
 /// A span of a recorded request, as its thread kept it.
 pub(crate) struct SpanEntry {
     pub(crate) id: SpanId,
-    /// [`LINE_PARENT`] for a child of the root.
+    /// `LINE_PARENT` for a child of the root.
     pub(crate) parent_id: SpanId,
     pub(crate) begin: Instant,
     pub(crate) end: Instant,
@@ -45,7 +45,6 @@ pub(crate) struct SpanEntry {
 /// previous request's are its own.
 pub(crate) struct RequestEntry {
     pub(crate) trace_id: TraceId,
-    pub(crate) root_id: SpanId,
     pub(crate) begin: Instant,
     pub(crate) end: Instant,
     pub(crate) name: Cow<'static, str>,
@@ -122,14 +121,13 @@ pub(crate) fn switch(on: bool, bytes_per_thread: usize) {
 #[inline(never)]
 pub(crate) fn record(
     trace_id: TraceId,
-    root_id: SpanId,
     root: (Cow<'static, str>, &[Property], Instant, Instant),
     spans: &mut [RawSpan],
     take_names: bool,
 ) {
     let (name, properties, begin, end) = root;
     let properties = (!properties.is_empty()).then(|| Box::new(properties.to_vec()));
-    let request = RequestEntry { trace_id, root_id, begin, end, name, properties, spans: 0 };
+    let request = RequestEntry { trace_id, begin, end, name, properties, spans: 0 };
     let entries = spans.iter_mut().filter(|raw| !raw.is_event()).map(|raw| SpanEntry {
         id: raw.id,
         parent_id: raw.parent_id,
@@ -196,9 +194,4 @@ pub(crate) fn clear() {
         ring.spans.clear();
         ring.bytes = 0;
     }
-}
-
-/// Whether `span` hangs directly under its request's root.
-pub(crate) fn is_top_level(span: &SpanEntry, root_id: SpanId) -> bool {
-    span.parent_id == LINE_PARENT || span.parent_id == root_id
 }

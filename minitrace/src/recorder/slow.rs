@@ -139,7 +139,7 @@ fn dump_thread(dumps: &'static Dumps) {
         }
         last_dump = Some(StdInstant::now());
         let requests =
-            snapshot_where(|request| request.overlaps(slow.begin_unix_ns, slow.end_unix_ns)).requests;
+            snapshot_where(|begin, end| begin <= slow.end_unix_ns && end >= slow.begin_unix_ns).requests;
         let window = SlowTraceWindow {
             trace_id: slow.trace_id,
             begin_unix_ns: slow.begin_unix_ns,

@@ -74,20 +74,21 @@ impl RecordedRequest {
 /// assert!(snapshot.requests.iter().all(|request| request.duration_ns < u64::MAX));
 /// ```
 pub fn snapshot() -> Snapshot {
-    snapshot_where(|_| true)
+    snapshot_where(|_, _| true)
 }
 
-/// The requests that satisfy `keep` (e.g. those overlapping a window).
-pub(crate) fn snapshot_where(mut keep: impl FnMut(&RecordedRequest) -> bool) -> Snapshot {
+/// The requests that `keep` accepts by their root's start and end (Unix
+/// ns), judged before anything of them is copied.
+pub(crate) fn snapshot_where(mut keep: impl FnMut(u64, u64) -> bool) -> Snapshot {
     let anchor = Anchor::new();
     let mut requests = Vec::new();
     ring::read_rings(|ring| {
         let mut spans = ring.spans.iter();
         for entry in &ring.requests {
             let own = spans.by_ref().take(entry.spans);
-            let request = request(entry, ring.thread, own, &anchor);
-            if keep(&request) {
-                requests.push(request);
+            let (begin, end) = unix_range(entry.begin, entry.end, &anchor);
+            if keep(begin, end) {
+                requests.push(request(entry, ring.thread, (begin, end), own, &anchor));
             }
         }
     });
@@ -97,13 +98,13 @@ pub(crate) fn snapshot_where(mut keep: impl FnMut(&RecordedRequest) -> bool) -> 
 fn request<'a>(
     entry: &RequestEntry,
     thread: u32,
+    (begin, end): (u64, u64),
     spans: impl Iterator<Item = &'a SpanEntry>,
     anchor: &Anchor,
 ) -> RecordedRequest {
     let spans: Vec<&SpanEntry> = spans.collect();
     let index: HashMap<SpanId, u32, BuildIdHasher> =
         spans.iter().enumerate().map(|(i, span)| (span.id, i as u32)).collect();
-    let (begin, end) = unix_range(entry.begin, entry.end, anchor);
     RecordedRequest {
         trace_id: entry.trace_id,
         thread,
@@ -114,11 +115,8 @@ fn request<'a>(
         spans: spans
             .iter()
             .map(|span| {
-                let parent = if ring::is_top_level(span, entry.root_id) {
-                    None
-                } else {
-                    index.get(&span.parent_id).copied()
-                };
+                // A child of the root (or of a span not kept) has no index.
+                let parent = index.get(&span.parent_id).copied();
                 let (begin, end) = unix_range(span.begin, span.end, anchor);
                 RecordedSpan {
                     name: span.name.clone(),

@@ -59,7 +59,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
 fn record(root: &SpanState, end: Instant, waiting: Option<&mut Parked>, kept: bool) {
     let spans = waiting.map_or(&mut [][..], |waiting| &mut waiting.spans[..]);
     let (trace_id, begin) = (root.trace_id(), root.begin());
-    recorder::record(trace_id, root.id(), (root.name(), root.properties(), begin, end), spans, !kept);
+    recorder::record(trace_id, (root.name(), root.properties(), begin, end), spans, !kept);
     if kept && gate::slow_threshold_set() {
         recorder::slow_root(trace_id, begin, end);
     }

@@ -242,6 +242,7 @@ impl Collector {
             if dropped.root {
                 stats::count_queue_full(self.discard_open(dropped.collect_id));
                 self.finished.insert(dropped.collect_id, Fate::RootDropped, self.now);
+                self.forget_late(dropped.collect_id);
             } else if self.finished.get(dropped.collect_id).is_none() {
                 match self.open_trace(dropped.collect_id) {
                     Some(trace) => trace.lossy = true,
@@ -320,6 +321,14 @@ impl Collector {
         }
     }
 
+    /// The memo of the last late trace no longer holds once its fate is
+    /// noted otherwise (a trace reported early by `expire`, then cancelled).
+    fn forget_late(&mut self, collect_id: u64) {
+        if self.last_late == Some(collect_id) {
+            self.last_late = None;
+        }
+    }
+
     /// A late part of a reported trace: reported on its own.
     fn add_late(&mut self, part: Part<'_>, target: &Target, collect_id: u64) {
         self.unstage();
@@ -338,6 +347,7 @@ impl Collector {
         if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));
             self.finished.insert(target.collect_id, Fate::Discarded, self.now);
+            self.forget_late(target.collect_id);
             return;
         }
         // The trace's records end up together at the end of the outbox,
