@@ -553,7 +553,9 @@ fn checked_headers(headers: Vec<(String, String)>) -> Result<Vec<(HeaderName, He
     for (name, value) in headers {
         let invalid = |reason: String| Error::InvalidHeader { name: name.clone(), reason };
         let header = HeaderName::from_bytes(name.as_bytes()).map_err(|error| invalid(error.to_string()))?;
-        let value = HeaderValue::from_str(&value).map_err(|error| invalid(error.to_string()))?;
+        let mut value = HeaderValue::from_str(&value).map_err(|error| invalid(error.to_string()))?;
+        // Auth tokens travel here: never shown by `Debug`.
+        value.set_sensitive(true);
         checked.retain(|(existing, _)| existing != header);
         checked.push((header, value));
     }

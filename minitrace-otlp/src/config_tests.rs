@@ -157,3 +157,15 @@ fn a_protocol_or_scheme_whose_feature_is_off_is_an_error() {
         assert!(matches!(error, Error::FeatureNotEnabled { feature: "tls", .. }), "{error}");
     }
 }
+
+#[test]
+fn header_values_never_show_in_debug_output() {
+    let secret = "Bearer s3cr3t-token";
+    let reporter = with_env(&[("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=env-s3cr3t")])
+        .header("authorization", secret)
+        .build()
+        .unwrap();
+    let shown = format!("{reporter:?}");
+    assert!(shown.contains("authorization"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+}
