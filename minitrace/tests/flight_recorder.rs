@@ -70,8 +70,9 @@ fn the_memory_bound_keeps_the_newest_requests() {
     let trace_ids: Vec<TraceId> = (0..10_000).map(|_| request("get", 10)).collect();
     let kept = on_this_thread(&trace_ids);
     assert!(!kept.is_empty() && kept.len() < 1_000, "bounded: {} kept", kept.len());
-    // 64 KiB holds ~100 requests of 10 spans (~56 bytes a span, ~80 a request).
-    assert!((90..=110).contains(&kept.len()), "{} kept", kept.len());
+    // 64 KiB holds ~80 requests of 10 spans: ~56 bytes a span and ~7 for
+    // its owned name, ~200 a request with its property.
+    assert!((70..=90).contains(&kept.len()), "{} kept", kept.len());
     let newest = &trace_ids[trace_ids.len() - kept.len()..];
     assert_eq!(kept.iter().map(|request| request.trace_id).collect::<Vec<_>>(), newest);
     assert!(kept.iter().all(|request| request.spans.len() == 10));
@@ -117,6 +118,30 @@ fn threads_that_exited_are_kept_a_while() {
     // Old rings are forgotten when a thread first records: the newest 16
     // exited threads' rings, and the last thread's, which exited since.
     assert!((16..=17).contains(&kept), "{kept} rings of exited threads kept");
+}
+
+/// The bound counts what a request owns: a request with a 100 KiB
+/// property takes 100 KiB of the bound, not the ~200 bytes of its entries.
+#[test]
+fn the_memory_bound_counts_names_and_properties() {
+    let _one = exclusive(1 << 20);
+    let overwritten_before = minitrace::recorder::stats().overwritten_requests;
+    let large = "x".repeat(100 << 10);
+    let trace_ids: Vec<TraceId> = (0..1_000)
+        .map(|_| {
+            let context = SpanContext::random();
+            let root = Span::root("put", context).with_property(|| ("value", large.clone()));
+            let _guard = root.set_local_parent();
+            let _step = LocalSpan::enter_with_local_parent(format!("write {}", large.len()));
+            context.trace_id
+        })
+        .collect();
+    let kept = on_this_thread(&trace_ids);
+    let held: usize = kept.iter().map(|request| request.properties[0].1.len()).sum();
+    assert!(held <= 1 << 20, "{} requests kept, {held} bytes of properties", kept.len());
+    assert!((5..=10).contains(&kept.len()), "{} kept", kept.len());
+    let overwritten = minitrace::recorder::stats().overwritten_requests - overwritten_before;
+    assert_eq!(overwritten as usize, trace_ids.len() - kept.len());
 }
 
 #[test]

@@ -41,9 +41,11 @@ impl Default for Config {
 }
 
 impl Config {
-    /// At most this many spans are kept per trace besides the root; the rest
-    /// are dropped and counted in [`Stats::dropped_trace_too_large`](crate::collector::Stats::dropped_trace_too_large).
-    /// A batch of local spans that would cross the limit is dropped whole,
+    /// Bounds the spans kept per trace besides the root, as minitrace 0.6
+    /// does: a part of a trace (a local parent guard's batch of local spans,
+    /// or one span) is kept whole while the trace holds fewer than this many
+    /// spans, so a trace may pass the limit by one batch; later parts are
+    /// dropped and counted in [`Stats::dropped_trace_too_large`](crate::collector::Stats::dropped_trace_too_large),
     /// and spans whose parent was dropped are re-parented to the root (with
     /// the property `minitrace.reparented`). Spans that finish after their
     /// root is reported are not limited.
@@ -156,6 +158,51 @@ impl Config {
     #[deprecated(note = "no longer used")]
     pub fn batch_report_max_spans(self, _batch_report_max_spans: Option<usize>) -> Config {
         self
+    }
+}
+
+/// What a configuration decides about a trace's fate, in one place: read by
+/// the traced thread that ends a root (through the copy `transport::gate`
+/// keeps in atomics) and by the collector, so that the two never disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FatePolicy {
+    /// Roots shorter than this are thrown away; `None` keeps every root.
+    threshold: Option<Duration>,
+    report_before_root_finish: bool,
+}
+
+impl FatePolicy {
+    pub(crate) fn of(config: &Config) -> FatePolicy {
+        FatePolicy::new(config.slow_trace_threshold, config.report_before_root_finish)
+    }
+
+    pub(crate) const fn new(threshold: Option<Duration>, report_before_root_finish: bool) -> FatePolicy {
+        FatePolicy { threshold, report_before_root_finish }
+    }
+
+    /// The threshold of [`Config::report_slow_traces_only`], if any.
+    pub(crate) fn threshold(&self) -> Option<Duration> {
+        self.threshold
+    }
+
+    /// Whether a finished root of this length is reported with its trace:
+    /// at least the threshold (a zero threshold keeps every root).
+    #[inline]
+    pub(crate) fn keeps(&self, root_length: Duration) -> bool {
+        !matches!(self.threshold, Some(threshold) if root_length < threshold)
+    }
+
+    /// Whether a trace's spans are reported before its root ends:
+    /// `report_before_root_finish`, which a threshold overrides (a trace's
+    /// fate is known only at its root's end).
+    pub(crate) fn reports_open_traces(&self) -> bool {
+        self.report_before_root_finish && self.threshold.is_none()
+    }
+
+    /// Whether local spans may wait on their thread for their root's end:
+    /// whenever open traces are not reported as they go.
+    pub(crate) fn parks(&self) -> bool {
+        !self.reports_open_traces()
     }
 }
 

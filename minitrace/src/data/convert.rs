@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use minstant::{Anchor, Instant};
+use minstant::Instant;
 
 use crate::data::batch::{Batch, IdMap};
 use crate::data::id::SpanId;
@@ -14,6 +14,7 @@ use crate::data::raw_span::{RawSpan, LINE_PARENT};
 use crate::data::record::{EventRecord, SpanRecord};
 use crate::data::span_state::SpanState;
 use crate::data::target::Target;
+use crate::data::timeline::Timeline;
 use crate::util::id_hasher::BuildIdHasher;
 
 /// A part of a trace as it is filed: a batch lying in its message, or a
@@ -48,7 +49,7 @@ impl Part<'_> {
 pub(crate) fn convert(
     part: Part<'_>,
     target: &Target,
-    anchor: &Anchor,
+    timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
     emptied: &mut Vec<Vec<RawSpan>>,
@@ -57,25 +58,25 @@ pub(crate) fn convert(
     // call per span; the rest stays where it lies, in its ring slot
     // (PERFORMANCE.md, "The collector: making records").
     match part {
-        Part::Ended(state, end) => convert_ended(state, end, target, anchor, out, events),
+        Part::Ended(state, end) => convert_ended(state, end, target, timeline, out, events),
         Part::Batch(Batch::Local { spans, events: has_events }) => {
             let mut spans = std::mem::take(spans);
             if *has_events {
                 out.reserve(spans.len());
                 for raw in spans.drain(..) {
-                    push_raw(raw, target, IdMap::Keep, anchor, out, events);
+                    push_raw(raw, target, IdMap::Keep, timeline, out, events);
                 }
             } else {
                 // The common case, spans only: `extend` over a drain builds
                 // each record in place in `out`
                 // (PERFORMANCE.md, "Building values where they live").
-                out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, anchor)));
+                out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, timeline)));
             }
             emptied.push(spans);
         }
         Part::Batch(Batch::Shared { spans, ids }) => {
             for raw in spans.iter() {
-                push_raw(raw.clone(), target, *ids, anchor, out, events);
+                push_raw(raw.clone(), target, *ids, timeline, out, events);
             }
         }
     }
@@ -87,12 +88,12 @@ fn convert_ended(
     state: &mut SpanState,
     end: Instant,
     target: &Target,
-    anchor: &Anchor,
+    timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
 ) {
-    let begin = state.begin().as_unix_nanos(anchor);
-    let duration_ns = end.as_unix_nanos(anchor).saturating_sub(begin);
+    let begin = timeline.unix_nanos(state.begin());
+    let duration_ns = timeline.unix_nanos(end).saturating_sub(begin);
     // Built in place in `out` by `extend`, in two arms of one expression
     // each, so that no record is built on the stack and copied
     // (PERFORMANCE.md, "Building values where they live").
@@ -119,7 +120,7 @@ fn convert_ended(
                 properties,
                 events: Vec::new(),
             }));
-            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, anchor))));
+            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, timeline))));
         }
     }
 }
@@ -129,14 +130,14 @@ fn push_raw(
     raw: RawSpan,
     target: &Target,
     ids: IdMap,
-    anchor: &Anchor,
+    timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
 ) {
     if raw.is_event() {
-        events.push((parent_id(&raw, target, ids), event_record(raw, anchor)));
+        events.push((parent_id(&raw, target, ids), event_record(raw, timeline)));
     } else {
-        out.push(span_record(raw, target, ids, anchor));
+        out.push(span_record(raw, target, ids, timeline));
     }
 }
 
@@ -151,8 +152,8 @@ fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
 }
 
 #[inline(always)]
-fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -> SpanRecord {
-    let begin = raw.begin.as_unix_nanos(anchor);
+fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, timeline: &Timeline) -> SpanRecord {
+    let begin = timeline.unix_nanos(raw.begin);
     SpanRecord {
         trace_id: target.trace_id(),
         span_id: ids.apply(raw.id, target),
@@ -160,16 +161,16 @@ fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, anchor: &Anchor) -
         begin_time_unix_ns: begin,
         // Both ends through the anchor: a multiply each, where a `Duration`
         // would cost a division.
-        duration_ns: raw.end.as_unix_nanos(anchor).saturating_sub(begin),
+        duration_ns: timeline.unix_nanos(raw.end).saturating_sub(begin),
         properties: raw.take_properties(),
         name: raw.name,
         events: Vec::new(),
     }
 }
 
-fn event_record(mut raw: RawSpan, anchor: &Anchor) -> EventRecord {
+fn event_record(mut raw: RawSpan, timeline: &Timeline) -> EventRecord {
     EventRecord {
-        timestamp_unix_ns: raw.begin.as_unix_nanos(anchor),
+        timestamp_unix_ns: timeline.unix_nanos(raw.begin),
         properties: raw.take_properties(),
         name: raw.name,
     }

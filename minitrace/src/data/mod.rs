@@ -16,3 +16,4 @@ pub(crate) mod raw_span;
 pub(crate) mod record;
 pub(crate) mod span_state;
 pub(crate) mod target;
+pub(crate) mod timeline;

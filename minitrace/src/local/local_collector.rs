@@ -1,14 +1,13 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use minstant::Anchor;
-
 use crate::data::batch::{Batch, IdMap};
 use crate::data::context::SpanContext;
 use crate::data::convert::{attach_events, convert, Part};
 use crate::data::raw_span::RawSpan;
 use crate::data::record::SpanRecord;
 use crate::data::target::Target;
+use crate::data::timeline::Timeline;
 use crate::local::stack;
 use crate::transport::{gate, span_buffers};
 use crate::util::recording::{recording, Recording};
@@ -112,7 +111,7 @@ impl LocalSpans {
         let target = Target::new(parent.trace_id, parent.span_id, 0);
         let mut records = Vec::with_capacity(spans.len());
         let batch = Batch::Shared { spans: spans.clone(), ids: IdMap::Keep };
-        into_records([(batch, target)], &minstant::Anchor::new(), &mut records);
+        into_records([(batch, target)], &Timeline::current(), &mut records);
         records
     }
 }
@@ -121,12 +120,12 @@ impl LocalSpans {
 /// events attached to their spans.
 fn into_records(
     parts: impl IntoIterator<Item = (Batch, Target)>,
-    anchor: &Anchor,
+    timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
 ) {
     let (first, mut events, mut emptied) = (out.len(), Vec::new(), Vec::new());
     for (mut batch, target) in parts {
-        convert(Part::Batch(&mut batch), &target, anchor, out, &mut events, &mut emptied);
+        convert(Part::Batch(&mut batch), &target, timeline, out, &mut events, &mut emptied);
     }
     attach_events(&mut out[first..], events);
     span_buffers::recycle(&mut emptied);

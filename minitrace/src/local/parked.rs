@@ -7,7 +7,14 @@
 //! One trace waits at a time. Anything that would need a second slot sends
 //! the waiting batch to the collector instead, marked as escaped, so its
 //! root's end tells the collector its fate: parking is only ever a shortcut.
-//! So does the thread's exit, and [`flush`](crate::flush) on this thread.
+//! So does the thread's exit, [`flush`](crate::flush) on this thread, and a
+//! batch grown past [`MAX_PARKED`] (a long-lived root whose local parent is
+//! set once per item of a loop): what waits is bounded.
+//!
+//! Under `max_spans_per_trace`, the batches of successive guards are judged
+//! one by one at the collector, as minitrace 0.6 judged them: the batch
+//! remembers where each guard's spans start, and goes as one message per
+//! guard.
 
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
@@ -16,7 +23,11 @@ use crate::data::escape;
 use crate::data::raw_span::RawSpan;
 use crate::data::target::{Target, Targets};
 use crate::transport::message::Message;
-use crate::transport::queue;
+use crate::transport::{gate, queue, span_buffers};
+
+/// Entries (spans and events) a waiting batch may hold: past this, it goes
+/// to the collector (256 KiB of raw spans).
+pub(crate) const MAX_PARKED: usize = 1 << 12;
 
 /// A trace's local spans, under one target.
 pub(crate) struct Parked {
@@ -24,12 +35,28 @@ pub(crate) struct Parked {
     pub(crate) spans: Vec<RawSpan>,
     /// Entries that are spans (not events).
     pub(crate) count: usize,
+    /// Under a span-count limit only: where each guard's batch after the
+    /// first starts, as (entry index, spans before it).
+    cuts: Vec<(usize, usize)>,
 }
 
 impl Parked {
-    /// The batch as the message a guard would have sent.
-    pub(crate) fn into_message(self) -> Message {
-        Message::local_batch(self.spans, self.count, Targets::One(self.target))
+    /// The batch as the messages its guards would have sent: one, unless a
+    /// span-count limit is set and several guards added to it. In the order
+    /// they were recorded, which is the order the limit judges them in.
+    pub(crate) fn submit(mut self) {
+        let target = Targets::One(self.target);
+        let mut later = Vec::with_capacity(self.cuts.len());
+        while let Some((at, spans_before)) = self.cuts.pop() {
+            let mut tail = span_buffers::take();
+            tail.extend(self.spans.drain(at..));
+            later.push((tail, self.count - spans_before));
+            self.count = spans_before;
+        }
+        queue::submit(Message::local_batch(self.spans, self.count, target.clone()));
+        for (spans, count) in later.into_iter().rev() {
+            queue::submit(Message::local_batch(spans, count, target.clone()));
+        }
     }
 }
 
@@ -45,13 +72,20 @@ thread_local! {
 #[inline]
 pub(crate) fn park(target: Target, spans: Vec<RawSpan>, count: usize) {
     // What is left to send: the batch, if it could not wait, or the one it displaced.
-    let mut unparked = Some(Parked { target, spans, count });
+    let mut unparked = Some(Parked { target, spans, count, cuts: Vec::new() });
     let _ = PARKED.try_with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else { return };
-        let Some(batch) = unparked.take() else { return };
+        // A batch larger than the bound alone goes on at once.
+        let Some(batch) = unparked.take_if(|batch| batch.spans.len() <= MAX_PARKED) else { return };
         match slot.as_mut() {
-            // Another poll of the same future, or another guard of the same span.
-            Some(parked) if parked.target == batch.target => {
+            // Another poll of the same future, or another guard of the same
+            // span, with room for it.
+            Some(parked)
+                if parked.target == batch.target && parked.spans.len() + batch.spans.len() <= MAX_PARKED =>
+            {
+                if gate::limits_trace_size() {
+                    parked.cuts.push((parked.spans.len(), parked.count));
+                }
                 parked.spans.extend(batch.spans);
                 parked.count += batch.count;
             }
@@ -88,5 +122,5 @@ pub(crate) fn send_waiting() {
 
 fn send(parked: Parked) {
     escape::mark(parked.target.collect_id);
-    queue::submit(parked.into_message());
+    parked.submit();
 }

@@ -87,8 +87,9 @@ impl FlightRecorder {
         }
     }
 
-    /// The memory each traced thread's ring may hold (its spans and
-    /// requests; a span takes ~56 bytes, a request ~96 beside its spans).
+    /// The memory each traced thread's ring may hold, counted in real
+    /// bytes: each span's and request's entry (~56 and ~100 bytes), and the
+    /// names, properties and keys they own.
     pub fn bytes_per_thread(mut self, bytes: usize) -> FlightRecorder {
         self.bytes_per_thread = bytes;
         self
@@ -146,6 +147,26 @@ pub struct AutomaticDumps {
     /// Skipped: more slow roots at once than can wait, or within
     /// [`FlightRecorder::min_interval`] of the last dump.
     pub skipped: u64,
+}
+
+/// What the recorder did with the requests it was given, since the
+/// process started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecorderStats {
+    /// Requests that made room for newer ones in their thread's memory, or
+    /// were never kept, being larger than the whole bound.
+    pub overwritten_requests: u64,
+}
+
+/// Reads the recorder's counters.
+///
+/// ```
+/// let stats = minitrace::recorder::stats();
+/// assert!(stats.overwritten_requests < u64::MAX);
+/// ```
+pub fn stats() -> RecorderStats {
+    RecorderStats { overwritten_requests: ring::overwritten() }
 }
 
 /// How many automatic dumps were done and skipped.

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant as StdInstant};
 
-use minstant::{Anchor, Instant};
+use minstant::Instant;
 
 use crate::data::id::TraceId;
+use crate::data::timeline::Timeline;
 use crate::recorder::snapshot::{snapshot_where, RecordedRequest};
 use crate::util::lock;
 
@@ -100,8 +101,8 @@ pub(crate) fn slow_root(trace_id: TraceId, begin: Instant, end: Instant) {
         }
         settings.settle
     };
-    let anchor = Anchor::new();
-    let (begin_unix_ns, end_unix_ns) = (begin.as_unix_nanos(&anchor), end.as_unix_nanos(&anchor));
+    let timeline = Timeline::current();
+    let (begin_unix_ns, end_unix_ns) = (timeline.unix_nanos(begin), timeline.unix_nanos(end));
     let mut waiting = lock(&dumps.waiting);
     if waiting.len() >= MAX_WAITING {
         SKIPPED.fetch_add(1, Ordering::Relaxed);

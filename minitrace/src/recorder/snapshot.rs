@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use minstant::{Anchor, Instant};
+use minstant::Instant;
 
 use crate::data::id::{SpanId, TraceId};
+use crate::data::timeline::Timeline;
 use crate::recorder::ring::{self, RequestEntry, SpanEntry};
 use crate::util::id_hasher::BuildIdHasher;
 
@@ -80,27 +81,23 @@ pub fn snapshot() -> Snapshot {
 /// The requests that `keep` accepts by their root's start and end (Unix
 /// ns), judged before anything of them is copied.
 pub(crate) fn snapshot_where(mut keep: impl FnMut(u64, u64) -> bool) -> Snapshot {
-    let anchor = Anchor::new();
+    let timeline = Timeline::current();
     let mut requests = Vec::new();
-    ring::read_rings(|ring| {
-        let mut spans = ring.spans.iter();
-        for entry in &ring.requests {
-            let own = spans.by_ref().take(entry.spans);
-            let (begin, end) = unix_range(entry.begin, entry.end, &anchor);
-            if keep(begin, end) {
-                requests.push(request(entry, ring.thread, (begin, end), own, &anchor));
-            }
+    ring::read_rings(|thread, entry, spans| {
+        let (begin, end) = unix_range(entry.begin, entry.end, &timeline);
+        if keep(begin, end) {
+            requests.push(request(entry, thread, (begin, end), spans, &timeline));
         }
     });
     Snapshot { requests }
 }
 
-fn request<'a>(
+fn request(
     entry: &RequestEntry,
     thread: u32,
     (begin, end): (u64, u64),
-    spans: impl Iterator<Item = &'a SpanEntry>,
-    anchor: &Anchor,
+    spans: &mut dyn Iterator<Item = &SpanEntry>,
+    timeline: &Timeline,
 ) -> RecordedRequest {
     let spans: Vec<&SpanEntry> = spans.collect();
     let index: HashMap<SpanId, u32, BuildIdHasher> =
@@ -117,7 +114,7 @@ fn request<'a>(
             .map(|span| {
                 // A child of the root (or of a span not kept) has no index.
                 let parent = index.get(&span.parent_id).copied();
-                let (begin, end) = unix_range(span.begin, span.end, anchor);
+                let (begin, end) = unix_range(span.begin, span.end, timeline);
                 RecordedSpan {
                     name: span.name.clone(),
                     parent,
@@ -130,8 +127,8 @@ fn request<'a>(
 }
 
 /// Both ends in Unix ns; an open span (no end yet) lasts 0.
-fn unix_range(begin: Instant, end: Instant, anchor: &Anchor) -> (u64, u64) {
-    let begin_ns = begin.as_unix_nanos(anchor);
-    let end_ns = if end == Instant::ZERO { begin_ns } else { end.as_unix_nanos(anchor) };
+fn unix_range(begin: Instant, end: Instant, timeline: &Timeline) -> (u64, u64) {
+    let begin_ns = timeline.unix_nanos(begin);
+    let end_ns = if end == Instant::ZERO { begin_ns } else { timeline.unix_nanos(end) };
     (begin_ns, end_ns.max(begin_ns))
 }

@@ -26,13 +26,13 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     let end = Clock::SameThread.now();
     let collect_id = root.collect_id();
     let mut waiting = parked::take(collect_id);
-    let kept = root.role() == Role::Root && gate::slow_enough(root.begin(), end);
+    let kept = root.role() == Role::Root && gate::keeps_root(root.begin(), end);
     if recorder::is_on() {
         record(&root, end, waiting.as_mut(), kept);
     }
     if kept {
         if let Some(waiting) = waiting {
-            queue::submit(waiting.into_message());
+            waiting.submit();
         }
         queue::submit_with(1, || Message::Ended(EndedSpan { state: root, end }));
         return;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use minstant::Instant;
 
-use crate::data::config::{Config, ALL};
+use crate::data::config::{Config, FatePolicy, ALL};
 use crate::data::id::TraceId;
 use crate::util::lock;
 
@@ -82,13 +82,24 @@ pub(crate) fn reporter_set(config: &Config) {
     settings.reporter_set = true;
     settings.sampling = config.head_sampling;
     settings.publish();
-    let threshold = config
-        .slow_trace_threshold
-        .map_or(0, |threshold| threshold.as_nanos().clamp(1, u64::MAX.into()) as u64);
-    SLOW_THRESHOLD_NANOS.store(threshold, Ordering::Relaxed);
-    // Spans reported before their root ends cannot wait for it.
-    PARKING.store(!config.report_before_root_finish, Ordering::Relaxed);
+    let policy = FatePolicy::of(config);
+    // Kept as nanoseconds plus one, so that 0 can mean "no threshold" and a
+    // zero threshold stays one (it keeps every root).
+    let threshold = policy
+        .threshold()
+        .map_or(0, |threshold| u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX).saturating_add(1));
+    THRESHOLD_NANOS_PLUS_ONE.store(threshold, Ordering::Relaxed);
+    REPORT_BEFORE_ROOT_FINISH.store(config.report_before_root_finish, Ordering::Relaxed);
     WAIT_WHEN_QUEUE_FULL.store(config.wait_when_queue_full, Ordering::Relaxed);
+    LIMITS_TRACE_SIZE.store(config.max_spans_per_trace.is_some(), Ordering::Relaxed);
+}
+
+static LIMITS_TRACE_SIZE: AtomicBool = AtomicBool::new(false);
+
+/// Whether `max_spans_per_trace` is set: then the collector judges each
+/// guard's batch on its own (see `local::parked`).
+pub(crate) fn limits_trace_size() -> bool {
+    LIMITS_TRACE_SIZE.load(Ordering::Relaxed)
 }
 
 static WAIT_WHEN_QUEUE_FULL: AtomicBool = AtomicBool::new(false);
@@ -99,27 +110,38 @@ pub(crate) fn waits_when_queue_full() -> bool {
     WAIT_WHEN_QUEUE_FULL.load(Ordering::Relaxed)
 }
 
-/// A root shorter than this is thrown away (0: none is).
-static SLOW_THRESHOLD_NANOS: AtomicU64 = AtomicU64::new(0);
-static PARKING: AtomicBool = AtomicBool::new(true);
+/// The fate policy's threshold, in nanoseconds plus one (0: none).
+static THRESHOLD_NANOS_PLUS_ONE: AtomicU64 = AtomicU64::new(0);
+static REPORT_BEFORE_ROOT_FINISH: AtomicBool = AtomicBool::new(false);
 
-/// Whether a root from `begin` to `end` is reported. Its length is worked
-/// out only when a threshold is set: kept roots do not pay the conversion.
+/// The configuration's [`FatePolicy`], as the traced threads see it.
 #[inline]
-pub(crate) fn slow_enough(begin: Instant, end: Instant) -> bool {
-    let threshold = SLOW_THRESHOLD_NANOS.load(Ordering::Relaxed);
-    threshold == 0 || end.saturating_duration_since(begin) >= Duration::from_nanos(threshold)
+pub(crate) fn policy() -> FatePolicy {
+    let threshold = match THRESHOLD_NANOS_PLUS_ONE.load(Ordering::Relaxed) {
+        0 => None,
+        nanos => Some(Duration::from_nanos(nanos - 1)),
+    };
+    FatePolicy::new(threshold, REPORT_BEFORE_ROOT_FINISH.load(Ordering::Relaxed))
+}
+
+/// Whether a root from `begin` to `end` is reported, by the policy's rule.
+/// Its length is worked out only when a threshold is set: kept roots do
+/// not pay the conversion.
+#[inline]
+pub(crate) fn keeps_root(begin: Instant, end: Instant) -> bool {
+    let policy = policy();
+    policy.threshold().is_none() || policy.keeps(end.saturating_duration_since(begin))
 }
 
 /// Whether `report_slow_traces_only` set a threshold.
 pub(crate) fn slow_threshold_set() -> bool {
-    SLOW_THRESHOLD_NANOS.load(Ordering::Relaxed) != 0
+    THRESHOLD_NANOS_PLUS_ONE.load(Ordering::Relaxed) != 0
 }
 
 /// Whether local spans may wait on their thread for their root's end.
 #[inline]
 pub(crate) fn parking() -> bool {
-    PARKING.load(Ordering::Relaxed)
+    policy().parks()
 }
 
 /// Switches recording of new traces on or off, at any time, from any
@@ -171,6 +193,34 @@ mod tests {
             assert!(key(TraceId(id)) < ALL);
         }
         assert_eq!(key(TraceId(0xffff_0000_0000_0000_0000_0000_0000_0002)), 1);
+    }
+
+    /// The thread's copy of the policy decides as the collector's does, at
+    /// the edges too: a zero threshold keeps a zero-length root (the
+    /// thread once clamped it to 1 ns and threw that root away).
+    #[test]
+    fn the_thread_and_the_collector_apply_one_rule() {
+        let start = Instant::now();
+        for threshold in [None, Some(0), Some(1), Some(1_000), Some(u64::MAX - 1)] {
+            let mut config = Config::default();
+            if let Some(nanos) = threshold {
+                config = config.report_slow_traces_only(Duration::from_nanos(nanos));
+            }
+            reporter_set(&config);
+            assert_eq!(policy(), FatePolicy::of(&config));
+            for length in [0, 1, 999, 1_000, 1_001] {
+                let end = start + Duration::from_nanos(length);
+                // The tick conversion may round: compare with the length the ticks hold.
+                let held = end.saturating_duration_since(start);
+                assert_eq!(
+                    keeps_root(start, end),
+                    FatePolicy::of(&config).keeps(held),
+                    "threshold {threshold:?}, length {length} ns"
+                );
+            }
+            assert_eq!(keeps_root(start, start), matches!(threshold, None | Some(0)), "{threshold:?}");
+        }
+        reporter_set(&Config::default());
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The collector thread's work: group finished spans by trace, decide each
 //! trace's fate when its root finishes, and turn raw spans into records.
 //!
-//! Each part of a trace is converted to records as it arrives, with an
-//! anchor fixed for the trace, so that its timestamps agree even when its
-//! parts arrive in different cycles. The newest trace is built in place at
+//! Each part of a trace is converted to records as it arrives, on the
+//! process's one time line (`data::timeline`), so that its timestamps agree
+//! even when its parts arrive in different cycles. The newest trace is built in place at
 //! the end of the outbox (it is *staged*): in the usual case, a thread's
 //! batch of local spans followed by its root, or spans ended one by one
 //! before their root, its records are written once, where they are
@@ -15,6 +15,7 @@
 //! [`report`].
 
 mod fates;
+mod open;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -22,16 +23,16 @@ mod tests;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant as StdInstant;
 
-use minstant::Anchor;
-
 use crate::collector::assemble::fates::{Fate, RecentFates, OPEN_TRACE_TIMEOUT};
+use crate::collector::assemble::open::OpenTrace;
 use crate::data::batch::{Batch, Role};
-use crate::data::config::Config;
+use crate::data::config::{Config, FatePolicy};
 use crate::data::convert::{attach_events, convert, Part};
 use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
 use crate::data::record::{EventRecord, Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
+use crate::data::timeline::Timeline;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::{queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
@@ -45,6 +46,10 @@ const MAX_SPARE_RECORDS: usize = 1024;
 /// still in cache when they are built, reported and dropped
 /// (PERFORMANCE.md, "The collector: batches to the reporter").
 const REPORT_BATCH: usize = 4096;
+/// Spans an open trace holds before they are reported early or, when its
+/// fate is not known yet, later parts are dropped (see
+/// [`Collector::outgrown`]): about 8 MiB of records.
+const MAX_OPEN_TRACE_SPANS: usize = 1 << 16;
 /// Records of a trace worth moving between vectors one by one; a larger
 /// trace's vector is swapped whole instead, which needs it to start at the
 /// front of the outbox, so that no large trace's records move twice
@@ -63,8 +68,8 @@ pub(crate) struct Collector {
     spare: Vec<Vec<SpanRecord>>,
     /// When the current cycle started: the time for everything it files.
     now: StdInstant,
-    /// The current cycle's anchor, for traces opened in it.
-    anchor: Anchor,
+    /// The process's time line, as decided at the cycle's start.
+    timeline: Timeline,
     /// Local span buffers emptied and not yet returned to the pool.
     emptied: Vec<Vec<RawSpan>>,
     /// Records of finished traces (and late spans of reported ones), then
@@ -93,54 +98,6 @@ struct Staged {
     trace: OpenTrace,
 }
 
-struct OpenTrace {
-    /// Records of the spans received so far.
-    records: Vec<SpanRecord>,
-    /// Events received so far, attached to their spans when the trace ends.
-    events: Vec<(SpanId, EventRecord)>,
-    /// Every part of the trace is converted with this anchor.
-    anchor: Anchor,
-    /// Spans accepted, for `max_spans_per_trace`.
-    spans: usize,
-    /// Some span of the trace was dropped: its children's parent may be
-    /// missing, so they are re-parented to the root when it is reported.
-    lossy: bool,
-    opened: StdInstant,
-}
-
-impl OpenTrace {
-    /// Converts a part of `spans` spans into the trace: into `staged_at`,
-    /// the outbox, when the trace is staged, else into its own records. A
-    /// part past `max_spans_per_trace` is counted as dropped instead, and
-    /// makes the trace lossy.
-    fn add(
-        &mut self,
-        part: Part<'_>,
-        target: &Target,
-        spans: usize,
-        config: &Config,
-        staged_at: Option<&mut Vec<SpanRecord>>,
-        emptied: &mut Vec<Vec<RawSpan>>,
-    ) {
-        if config.max_spans_per_trace.is_some_and(|max| self.spans + spans > max) {
-            stats::count_trace_too_large(spans);
-            self.lossy = true;
-            return;
-        }
-        self.spans += spans;
-        let out = staged_at.unwrap_or(&mut self.records);
-        convert(part, target, &self.anchor, out, &mut self.events, emptied);
-    }
-
-    /// Appends the records so far to `outbox`; events whose span is not
-    /// among them go to the last record.
-    fn report_early(&mut self, outbox: &mut Vec<SpanRecord>) {
-        let first = outbox.len();
-        outbox.append(&mut self.records);
-        attach_events(&mut outbox[first..], std::mem::take(&mut self.events));
-    }
-}
-
 impl Collector {
     pub(crate) fn new(reporter: Box<dyn Reporter>, config: Config) -> Collector {
         Collector {
@@ -151,7 +108,7 @@ impl Collector {
             staged: None,
             spare: Vec::new(),
             now: StdInstant::now(),
-            anchor: Anchor::new(),
+            timeline: Timeline::current(),
             emptied: Vec::new(),
             outbox: Vec::new(),
             lossy: HashMap::default(),
@@ -172,7 +129,7 @@ impl Collector {
 
     /// One collection: gather, assemble, report.
     pub(crate) fn cycle(&mut self) {
-        self.anchor = Anchor::new();
+        self.timeline = Timeline::current();
         self.now = StdInstant::now();
         std::mem::swap(&mut self.lossy, &mut self.lossy_before);
         self.lossy.clear();
@@ -184,7 +141,7 @@ impl Collector {
         self.apply_drops();
         self.expire();
         self.finished.forget_older_than(self.now);
-        if self.config.report_before_root_finish && self.config.slow_trace_threshold.is_none() {
+        if FatePolicy::of(&self.config).reports_open_traces() {
             self.report_open_traces();
         }
         self.report();
@@ -284,7 +241,18 @@ impl Collector {
         // Most parts belong to the staged trace, or to another open one.
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == collect_id) {
             let one_span = matches!(part, Part::Ended(..));
-            staged.trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
+            staged.trace.add(
+                part,
+                target,
+                spans,
+                &self.config,
+                &self.timeline,
+                Some(&mut self.outbox),
+                &mut self.emptied,
+            );
+            if staged.trace.spans >= MAX_OPEN_TRACE_SPANS || staged.trace.full {
+                return self.outgrown(collect_id);
+            }
             // A trace growing span by span moves to the front of the outbox
             // while still small, to be moved on later by a swap; a local
             // batch stays, as its root usually comes next (PERFORMANCE.md,
@@ -295,7 +263,11 @@ impl Collector {
             return;
         }
         if let Some(trace) = self.open.get_mut(&collect_id) {
-            return trace.add(part, target, spans, &self.config, None, &mut self.emptied);
+            trace.add(part, target, spans, &self.config, &self.timeline, None, &mut self.emptied);
+            if trace.spans >= MAX_OPEN_TRACE_SPANS || trace.full {
+                self.outgrown(collect_id);
+            }
+            return;
         }
         match self.finished.get(collect_id) {
             Some(Fate::Reported) => {
@@ -315,7 +287,15 @@ impl Collector {
                 self.unstage();
                 let mut trace = self.new_trace();
                 let first = self.outbox.len();
-                trace.add(part, target, spans, &self.config, Some(&mut self.outbox), &mut self.emptied);
+                trace.add(
+                    part,
+                    target,
+                    spans,
+                    &self.config,
+                    &self.timeline,
+                    Some(&mut self.outbox),
+                    &mut self.emptied,
+                );
                 self.staged = Some(Staged { collect_id, first, trace });
             }
         }
@@ -333,17 +313,16 @@ impl Collector {
     fn add_late(&mut self, part: Part<'_>, target: &Target, collect_id: u64) {
         self.unstage();
         let (first, mut events) = (self.outbox.len(), Vec::new());
-        convert(part, target, &self.anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        convert(part, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
         attach_events(&mut self.outbox[first..], events);
         self.reparent_late(collect_id, first);
     }
 
     fn finish_root(&mut self, root: Part<'_>, target: &Target, role: Role) {
         // The root's duration is worked out only when it is compared.
-        let too_fast = self
-            .config
-            .slow_trace_threshold
-            .is_some_and(|threshold| root.span_duration().is_some_and(|duration| duration < threshold));
+        let policy = FatePolicy::of(&self.config);
+        let too_fast = policy.threshold().is_some()
+            && root.span_duration().is_some_and(|duration| !policy.keeps(duration));
         if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));
             self.finished.insert(target.collect_id, Fate::Discarded, self.now);
@@ -359,7 +338,7 @@ impl Collector {
             let (first, lossy) = (staged.first, staged.trace.lossy);
             let mut events = std::mem::take(&mut staged.trace.events);
             let spare = std::mem::take(&mut staged.trace.records);
-            convert(root, target, &staged.trace.anchor, &mut self.outbox, &mut events, &mut self.emptied);
+            convert(root, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
             self.staged = None;
             self.keep_spare(spare);
             return self.close_trace(target.collect_id, first, events, lossy);
@@ -376,13 +355,12 @@ impl Collector {
             None => self.outbox.len(),
         };
         let (mut events, lossy) = (Vec::new(), trace.as_ref().is_some_and(|trace| trace.lossy));
-        let anchor = trace.as_ref().map_or(self.anchor, |trace| trace.anchor);
         if let Some(mut trace) = trace {
             self.outbox.append(&mut trace.records);
             events = std::mem::take(&mut trace.events);
             self.retire(trace);
         }
-        convert(root, target, &anchor, &mut self.outbox, &mut events, &mut self.emptied);
+        convert(root, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
         self.close_trace(target.collect_id, first, events, lossy);
     }
 
@@ -429,13 +407,36 @@ impl Collector {
         }
     }
 
+    /// An open trace holds [`MAX_OPEN_TRACE_SPANS`] spans: what it holds is
+    /// reported now, and the rest follows as late spans, when its fate is
+    /// already known to be "reported" (no threshold, or the trace has been
+    /// open at least the threshold's length, so its root is that slow);
+    /// else its later parts are dropped and counted, as by
+    /// `max_spans_per_trace`. Either way, the collector's memory for one
+    /// trace is bounded.
+    fn outgrown(&mut self, collect_id: u64) {
+        self.unstage();
+        let Some(trace) = self.open.get_mut(&collect_id) else { return };
+        let open_for = self.now.duration_since(trace.opened);
+        if FatePolicy::of(&self.config).threshold().is_some_and(|threshold| open_for < threshold) {
+            // Its fate is not known yet: it keeps what it holds, no more.
+            trace.full = true;
+            return;
+        }
+        if let Some(mut trace) = self.open.remove(&collect_id) {
+            trace.report_early(&mut self.outbox);
+            self.retire(trace);
+            self.finished.insert(collect_id, Fate::Reported, self.now);
+        }
+    }
+
     /// Reports the spans of traces open too long; they are then treated as
     /// reported (later spans follow as late spans).
     fn expire(&mut self) {
         let now = self.now;
         // A trace open this long has a root at least this slow, so the
         // slow-trace filter would report it too.
-        let timeout = OPEN_TRACE_TIMEOUT.max(self.config.slow_trace_threshold.unwrap_or_default());
+        let timeout = OPEN_TRACE_TIMEOUT.max(FatePolicy::of(&self.config).threshold().unwrap_or_default());
         let stale = |trace: &OpenTrace| now.duration_since(trace.opened) >= timeout;
         if self.staged.as_ref().is_some_and(|staged| stale(&staged.trace)) {
             self.unstage();
@@ -503,14 +504,14 @@ impl Collector {
         }
     }
 
-    /// A trace, with a reused records buffer, converted with this cycle's anchor.
+    /// A trace, with a reused records buffer.
     fn new_trace(&mut self) -> OpenTrace {
         OpenTrace {
             records: self.spare.pop().unwrap_or_default(),
             events: Vec::new(),
-            anchor: self.anchor,
             spans: 0,
             lossy: false,
+            full: false,
             opened: self.now,
         }
     }
