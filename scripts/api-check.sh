@@ -5,15 +5,15 @@
 # a way that breaks a 0.6 user's build fails this script. minitrace-macro is
 # a proc-macro crate, which has no API that the tool can read: the compat
 # crate's tests (compat/tests/macro_api.rs) use its macros as 0.6 code does.
-# Installs the pinned cargo-semver-checks on first use (a few minutes).
-# Part of scripts/test.sh.
+# cargo-semver-checks, pinned below, is installed by the set-up step
+# (`bash scripts/setup.sh semver`), never here. Part of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VERSION=0.51.0
-if [[ "$(cargo semver-checks --version 2>/dev/null)" != "cargo-semver-checks $VERSION" ]]; then
-    echo "api-check.sh: installing cargo-semver-checks $VERSION (a few minutes the first time)" >&2
-    cargo install --locked --quiet "cargo-semver-checks@$VERSION"
+SEMVER_CHECKS_VERSION=0.51.0
+if [[ "$(cargo semver-checks --version 2>/dev/null)" != "cargo-semver-checks $SEMVER_CHECKS_VERSION" ]]; then
+    echo "api-check.sh: cargo-semver-checks $SEMVER_CHECKS_VERSION is missing: run bash scripts/setup.sh semver" >&2
+    exit 1
 fi
 
 # Each crate against its published baseline, all features on (the API a

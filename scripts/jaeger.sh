@@ -3,7 +3,8 @@
 # tests of minitrace-jaeger, with every port bound to 127.0.0.1 and in-memory
 # storage, as configured in scripts/jaeger-v2.yaml.
 #
-#   bash scripts/jaeger.sh start    # build if needed, start, wait until it answers (default)
+#   bash scripts/jaeger.sh install  # build it if missing (the set-up step's part `jaeger`)
+#   bash scripts/jaeger.sh start    # start, wait until it answers (default); never builds
 #   bash scripts/jaeger.sh stop     # stop the Jaeger this script started
 #   bash scripts/jaeger.sh status   # exit 0 when the query API answers
 #
@@ -16,7 +17,7 @@
 # allows (net.core.rmem_max caps them).
 #
 # The binary is $JAEGER_BINARY if set, else target/jaeger-v2/bin/jaeger-$VERSION,
-# built on first use: Jaeger v2 ships from the Go module
+# built by `install` (scripts/setup.sh runs it): Jaeger v2 ships from the Go module
 # github.com/jaegertracing/jaeger, whose tags stay v1.x (v1.76.0 is a 2.x
 # release), and `go install` refuses it (replace directives), so it is built
 # in a scratch module under target/jaeger-v2/build. That takes 4 to 8 minutes
@@ -111,8 +112,8 @@ start() {
     mkdir -p "$STATE_DIR"
     local bin
     if ! bin=$(find_binary); then
-        install_binary
-        bin=$(find_binary)
+        log "no Jaeger $VERSION binary: run bash scripts/setup.sh jaeger"
+        return 1
     fi
     log "starting $bin --config $CONFIG (log: $LOG_FILE)"
     # The gate adds otelcol_receiver_requests, one per UDP datagram decoded, which large_trace_e2e counts.
@@ -155,11 +156,12 @@ stop() {
 }
 
 case "${1:-start}" in
+install) find_binary >/dev/null || install_binary ;;
 start) start ;;
 stop) stop ;;
 status) running ;;
 *)
-    echo "usage: $0 [start|stop|status]" >&2
+    echo "usage: $0 [install|start|stop|status]" >&2
     exit 2
     ;;
 esac

@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace, the Jaeger end-to-end tests included.
-# This is the README's test command and what CI runs (.ci/run); it exits
-# non-zero when any test fails.
+# Runs every test of the workspace, the Jaeger end-to-end tests and the
+# headless-browser checks included, and the checks of the code itself. This
+# is the README's test command and what CI runs (.ci/run); it exits non-zero
+# when anything fails.
+#
+# First the set-up step installs what the tests use (scripts/setup.sh: once,
+# serially, idempotent; no test installs anything). Under CI=true a part it
+# could not install fails the run; elsewhere the tests that need it are
+# skipped, and say so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if ! bash scripts/setup.sh; then
+    [ "${CI:-}" = true ] && { echo "test.sh: the set-up step failed" >&2; exit 1; }
+    echo "test.sh: the set-up step failed: the tests that need what it lacks will be skipped" >&2
+fi
+
+# The code's own checks: formatting, lints as errors, docs without warnings,
+# and the core's modules in layers (no import cycle, no file over 600 lines).
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --all-features --release -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --release
+python3 scripts/module-check.py
+
 # A local Jaeger on 127.0.0.1 for minitrace-jaeger's and minitrace-otlp's
-# end-to-end tests (built on first use). Under CI=true a Jaeger that cannot
-# be started is a failure.
+# end-to-end tests. Under CI=true a Jaeger that cannot be started is a
+# failure.
 jaeger_was_running=false
 bash scripts/jaeger.sh status && jaeger_was_running=true
 if ! bash scripts/jaeger.sh start; then
@@ -15,9 +33,6 @@ if ! bash scripts/jaeger.sh start; then
     echo "test.sh: no Jaeger: the end-to-end tests will be skipped" >&2
 fi
 $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
-
-# The core's modules in layers: no import cycle, no file over 600 lines.
-python3 scripts/module-check.py
 
 cargo test --workspace --release
 

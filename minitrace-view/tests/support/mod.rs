@@ -37,14 +37,15 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Whether the browser and its driver are there (installing them if not).
+/// Whether the browser and its driver are installed (by the set-up step,
+/// `bash scripts/setup.sh`: a test never installs).
 pub fn browser_ready() -> bool {
     let status =
-        Command::new("bash").arg("scripts/browser.sh").arg("install").current_dir(workspace()).status();
+        Command::new("bash").arg("scripts/browser.sh").arg("ready").current_dir(workspace()).status();
     match status {
         Ok(status) if status.success() => true,
         outcome => {
-            let why = format!("scripts/browser.sh install failed ({outcome:?})");
+            let why = format!("scripts/browser.sh ready failed ({outcome:?}): run bash scripts/setup.sh");
             assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true needs the browser: {why}");
             eprintln!("SKIPPED: no headless browser: {why}");
             false
