@@ -85,7 +85,16 @@ fn events_outside_a_trace_record_nothing() {
     setup();
     tracing::info!("outside any trace");
     tracing::info_span!("events outside").in_scope(|| tracing::info!("still outside"));
+    minitrace::flush();
     assert!(!any_span_named("events outside"));
+    // Neither event went anywhere: not to another test's trace either.
+    let records = common::records().lock();
+    let stray: Vec<_> = records
+        .iter()
+        .flat_map(|record| record.events.iter().map(move |event| (record.name.as_ref(), event.name.as_ref())))
+        .filter(|(_, event)| *event == "outside any trace" || *event == "still outside")
+        .collect();
+    assert!(stray.is_empty(), "events recorded outside any trace: {stray:?}");
 }
 
 #[test]

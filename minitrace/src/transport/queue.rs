@@ -210,7 +210,10 @@ fn wait_for_room(waited: &mut Option<std::time::Instant>) -> bool {
     if !gate::waits_when_queue_full() || on_collector_thread() {
         return false;
     }
-    let started = *waited.get_or_insert_with(std::time::Instant::now);
+    let started = *waited.get_or_insert_with(|| {
+        stats::count_wait_for_room();
+        std::time::Instant::now()
+    });
     if started.elapsed() > MAX_WAIT {
         return false;
     }

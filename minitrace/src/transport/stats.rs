@@ -13,6 +13,7 @@ static NO_REPORTER: AtomicU64 = AtomicU64::new(0);
 static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
 static TRACE_TOO_LARGE: AtomicU64 = AtomicU64::new(0);
 static REPORTER_FAILED: AtomicU64 = AtomicU64::new(0);
+static WAITED_FOR_ROOM: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the collector's counters, since the process started.
 ///
@@ -46,6 +47,11 @@ pub struct Stats {
     /// Spans a reporter failed to deliver (it panicked, or counted them with
     /// [`count_dropped_by_reporter`](crate::collector::count_dropped_by_reporter)).
     pub dropped_by_reporter: u64,
+    /// Messages (a span, or a guard's batch) for which a traced thread
+    /// waited for room in its full queue, under
+    /// [`Config::wait_when_queue_full`](crate::collector::Config::wait_when_queue_full).
+    /// Not a loss: what tracing cost the traced threads in waiting.
+    pub waits_for_room: u64,
 }
 
 impl Stats {
@@ -79,6 +85,7 @@ pub fn stats() -> Stats {
         dropped_queue_full: read(&QUEUE_FULL),
         dropped_trace_too_large: read(&TRACE_TOO_LARGE),
         dropped_by_reporter: read(&REPORTER_FAILED),
+        waits_for_room: read(&WAITED_FOR_ROOM),
     }
 }
 
@@ -142,6 +149,10 @@ pub(crate) fn count_root_without_reporter() {
 
 pub(crate) fn count_queue_full(spans: usize) {
     QUEUE_FULL.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_wait_for_room() {
+    WAITED_FOR_ROOM.fetch_add(1, Ordering::Relaxed);
 }
 
 pub(crate) fn count_trace_too_large(spans: usize) {
