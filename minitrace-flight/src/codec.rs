@@ -1,14 +1,18 @@
 //! A block's uncompressed payload: a string table and twelve columns of
 //! varints (see FORMAT.md), encoded a request at a time and decoded whole.
+//!
+//! Decoding is bounded: the payload inflates into memory only as its bytes
+//! arrive, never past the length the block declares, and every allocation of
+//! the decoded requests is charged against the block's decoded-size limit
+//! before it is made (FORMAT.md, "Limits").
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
-use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
-use flate2::Compression;
+use flate2::{Compression, Decompress, FlushDecompress, Status};
 
-use crate::{Request, SpanEntry};
+use crate::{Request, SpanEntry, MAX_BLOCK_BYTES};
 
 /// The payload's sections, in file order.
 const STRINGS: usize = 0;
@@ -41,6 +45,21 @@ const SECTION_NAMES: [&str; SECTIONS] = [
     "span begins",
     "span durations",
 ];
+
+/// What each entry of a block's string table counts toward the block's
+/// decoded size (FORMAT.md, "Limits"): a reader's index of the table.
+///
+/// The weights cover what a reader holds on a 64-bit target: a request is
+/// 112 bytes and each of its strings and lists an allocation (some 32 bytes
+/// of allocator overhead at most), a span or a property 48 bytes and one or
+/// two strings. So a block's decoded size bounds its requests' memory.
+pub(crate) const STRING_COST: u64 = 16;
+/// What each request counts, beside its name's bytes.
+pub(crate) const REQUEST_COST: u64 = 192;
+/// What each property counts, beside its key's and value's bytes.
+pub(crate) const PROPERTY_COST: u64 = 112;
+/// What each span counts, beside its name's bytes.
+pub(crate) const SPAN_COST: u64 = 80;
 
 /// The deflate level: the columns are mostly timing noise, which higher
 /// levels hardly shrink further at several times the cost (FORMAT.md).
@@ -81,6 +100,9 @@ pub(crate) struct BlockEncoder {
     pub(crate) requests: u32,
     pub(crate) spans: u64,
     previous_begin: u64,
+    /// A bound on the block's decoded size: the sum of its requests'
+    /// [`BlockEncoder::validate`] costs, which count every string as new.
+    decoded: u64,
 }
 
 impl BlockEncoder {
@@ -102,11 +124,19 @@ impl BlockEncoder {
         index
     }
 
-    /// Checks what the format cannot hold, before anything is encoded.
-    pub(crate) fn validate(request: &Request) -> io::Result<()> {
+    /// Checks what the format cannot hold, before anything is encoded, and
+    /// returns the most the request adds to a block's decoded size (see
+    /// FORMAT.md, "Limits"): its items and bytes, each string counted as a
+    /// new entry of the block's table, so never less than what it adds.
+    pub(crate) fn validate(request: &Request) -> io::Result<u64> {
         let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
         if u32::try_from(request.spans.len()).is_err() {
             return Err(invalid(format!("request {:032x} has too many spans", request.trace_id)));
+        }
+        let text = |text: &str| STRING_COST.saturating_add(text.len() as u64);
+        let mut cost = REQUEST_COST.saturating_add(text(&request.name));
+        for (key, value) in &request.properties {
+            cost = cost.saturating_add(PROPERTY_COST).saturating_add(text(key)).saturating_add(text(value));
         }
         for (index, span) in request.spans.iter().enumerate() {
             if let Some(parent) = span.parent {
@@ -118,12 +148,26 @@ impl BlockEncoder {
                     )));
                 }
             }
+            cost = cost.saturating_add(SPAN_COST).saturating_add(text(&span.name));
         }
-        Ok(())
+        if cost > MAX_BLOCK_BYTES as u64 {
+            return Err(invalid(format!(
+                "request {:032x} decodes to up to {cost} bytes, more than a block may hold \
+                 ({MAX_BLOCK_BYTES} bytes: see FORMAT.md, \"Limits\"); it was not written",
+                request.trace_id
+            )));
+        }
+        Ok(cost)
     }
 
-    /// Appends a request that [`Self::validate`] accepted.
-    pub(crate) fn push(&mut self, request: &Request) {
+    /// Whether a request of this [`Self::validate`] cost still fits in the
+    /// block: the reader refuses a block that decodes to more than the limit.
+    pub(crate) fn fits(&self, cost: u64) -> bool {
+        self.decoded + cost <= MAX_BLOCK_BYTES as u64
+    }
+
+    /// Appends a request that [`Self::validate`] accepted, at that cost.
+    pub(crate) fn push(&mut self, request: &Request, cost: u64) {
         let name = self.intern(&request.name);
         let properties: Vec<(u64, u64)> =
             request.properties.iter().map(|(key, value)| (self.intern(key), self.intern(value))).collect();
@@ -163,6 +207,7 @@ impl BlockEncoder {
         }
         self.requests += 1;
         self.spans += request.spans.len() as u64;
+        self.decoded += cost;
     }
 
     /// The block's payload, compressed; the encoder is then empty again.
@@ -175,6 +220,10 @@ impl BlockEncoder {
             put_varint(&mut lengths, len as u64);
         }
         let raw_len = lengths.len() + head.len() + self.raw_len();
+        // Each item's cost in the decoded size exceeds the most bytes its
+        // varints take, so the payload is never longer than the block's
+        // decoded size, which `fits` kept within the limit.
+        debug_assert!(raw_len as u64 <= self.decoded, "{raw_len} raw bytes, {} decoded", self.decoded);
         let mut encoder = ZlibEncoder::new(Vec::with_capacity(raw_len / 4), Compression::new(LEVEL));
         encoder.write_all(&lengths)?;
         encoder.write_all(&head)?;
@@ -187,21 +236,99 @@ impl BlockEncoder {
         self.sections.iter_mut().for_each(Vec::clear);
         self.requests = 0;
         self.spans = 0;
+        self.decoded = 0;
         Ok((compressed, raw_len))
     }
 }
 
-/// Inflates a payload that must be exactly `raw_len` bytes long.
+/// The first allocation of an inflating payload; it then doubles as the
+/// payload's bytes arrive, up to the length its block declares.
+const FIRST_INFLATE_BYTES: usize = 64 << 10;
+
+/// Inflates a payload that must be exactly `raw_len` bytes long, a length
+/// the reader has checked against [`MAX_BLOCK_BYTES`].
+///
+/// Memory grows with the bytes the stream really yields, so a forged
+/// `raw_len` costs nothing until data backs it; a stream that yields more
+/// or less, is cut short, or is followed by other bytes is refused.
 pub(crate) fn inflate(compressed: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
-    let mut raw = Vec::with_capacity(raw_len);
-    ZlibDecoder::new(compressed)
-        .take(raw_len as u64 + 1)
-        .read_to_end(&mut raw)
-        .map_err(|error| format!("cannot inflate the payload: {error}"))?;
+    let failed = |error: flate2::DecompressError| format!("cannot inflate the payload: {error}");
+    let mut inflater = Decompress::new(true);
+    let mut raw: Vec<u8> = Vec::new();
+    loop {
+        let input = compressed.get(inflater.total_in() as usize..).unwrap_or_default();
+        let before = (inflater.total_in(), inflater.total_out());
+        let status = if raw.len() < raw_len {
+            if raw.len() == raw.capacity() {
+                raw.reserve_exact(raw.len().max(FIRST_INFLATE_BYTES).min(raw_len - raw.len()));
+            }
+            inflater.decompress_vec(input, &mut raw, FlushDecompress::None).map_err(failed)?
+        } else {
+            // Every declared byte is there: only the stream's end may follow.
+            let mut extra = Vec::with_capacity(1);
+            let status = inflater.decompress_vec(input, &mut extra, FlushDecompress::None).map_err(failed)?;
+            if !extra.is_empty() {
+                return Err(format!("the payload inflates to more than the {raw_len} bytes declared"));
+            }
+            status
+        };
+        if status == Status::StreamEnd {
+            break;
+        }
+        if (inflater.total_in(), inflater.total_out()) == before {
+            // No progress: the input is spent before the stream's end.
+            if raw.len() < raw_len {
+                return Err(format!(
+                    "the payload inflates to {} bytes, not the {raw_len} declared (its deflate stream is cut short)",
+                    raw.len()
+                ));
+            }
+            return Err("the payload's deflate stream is cut short".to_string());
+        }
+    }
     if raw.len() != raw_len {
         return Err(format!("the payload inflates to {} bytes, not the {raw_len} declared", raw.len()));
     }
+    let trailing = compressed.len() as u64 - inflater.total_in();
+    if trailing > 0 {
+        let bytes = if trailing == 1 { "byte follows" } else { "bytes follow" };
+        return Err(format!("{trailing} {bytes} the payload's deflate stream"));
+    }
     Ok(raw)
+}
+
+/// What a block's decoding may still allocate, in the units of its decoded
+/// size (FORMAT.md, "Limits"): each allocation is charged before it is made,
+/// so that no input, however forged, decodes to more than the limit.
+struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget { left: MAX_BLOCK_BYTES as u64 }
+    }
+
+    /// Takes `count` items of `each` bytes from what is left, or fails.
+    fn charge(&mut self, count: u64, each: u64) -> Result<(), String> {
+        match count.checked_mul(each).filter(|&cost| cost <= self.left) {
+            Some(cost) => {
+                self.left -= cost;
+                Ok(())
+            }
+            None => Err(format!(
+                "the block decodes to more than {} MiB, the format's limit for a block \
+                 (FORMAT.md, \"Limits\")",
+                MAX_BLOCK_BYTES >> 20
+            )),
+        }
+    }
+}
+
+/// A count read from a payload, as the capacity to reserve for it: no more
+/// items than `room`, what the rest of their section can hold.
+fn capacity(count: u64, room: usize) -> usize {
+    usize::try_from(count).map_or(room, |count| count.min(room))
 }
 
 /// A section being read, naming itself in errors.
@@ -226,33 +353,44 @@ impl<'a> Cursor<'a> {
         ))
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
-        if self.bytes.len() < len {
-            return Err(format!("the {} section is shorter than its contents", SECTION_NAMES[self.section]));
+    fn take(&mut self, len: u64) -> Result<&'a [u8], String> {
+        match usize::try_from(len) {
+            Ok(len) if len <= self.bytes.len() => {
+                let (taken, rest) = self.bytes.split_at(len);
+                self.bytes = rest;
+                Ok(taken)
+            }
+            _ => Err(format!("the {} section is shorter than its contents", SECTION_NAMES[self.section])),
         }
-        let (taken, rest) = self.bytes.split_at(len);
-        self.bytes = rest;
-        Ok(taken)
     }
 
-    fn string(&mut self, strings: &[String]) -> Result<String, String> {
+    /// The bytes left in the section.
+    fn remaining(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The string the next reference names, copied out, its bytes charged.
+    fn string(&mut self, strings: &[&str], budget: &mut Budget) -> Result<String, String> {
         let index = self.varint()?;
-        strings.get(index as usize).cloned().ok_or_else(|| {
+        let text = usize::try_from(index).ok().and_then(|index| strings.get(index)).ok_or_else(|| {
             format!(
                 "the {} section refers to string {index} of {}",
                 SECTION_NAMES[self.section],
                 strings.len()
             )
-        })
+        })?;
+        budget.charge(text.len() as u64, 1)?;
+        Ok((*text).to_owned())
     }
 }
 
-/// Decodes a block's inflated payload into its `count` requests.
+/// Decodes a block's inflated payload into its `count` requests, within
+/// the format's limit on a block's decoded size.
 pub(crate) fn decode(raw: &[u8], count: u32) -> Result<Vec<Request>, String> {
     let mut head = Cursor { bytes: raw, section: STRINGS };
-    let mut lengths = [0usize; SECTIONS];
+    let mut lengths = [0u64; SECTIONS];
     for length in &mut lengths {
-        *length = usize::try_from(head.varint()?).map_err(|_| "a section length is too large".to_string())?;
+        *length = head.varint()?;
     }
     let mut sections: Vec<Cursor> = Vec::with_capacity(SECTIONS);
     for (section, &length) in lengths.iter().enumerate() {
@@ -264,41 +402,56 @@ pub(crate) fn decode(raw: &[u8], count: u32) -> Result<Vec<Request>, String> {
     }
     let mut columns: [Cursor; SECTIONS] =
         sections.try_into().map_err(|_| "internal: section count".to_string())?;
+    let mut budget = Budget::new();
 
+    // The table's entries point into the payload: its strings are copied
+    // only where they are referenced, and each copy is charged.
     let string_count = columns[STRINGS].varint()?;
-    // Every string costs at least its length byte: a bound that keeps a
-    // forged count from reserving memory the payload cannot fill.
-    let mut strings = Vec::with_capacity((string_count as usize).min(columns[STRINGS].bytes.len()));
+    budget.charge(string_count, STRING_COST)?;
+    // Every string takes at least its length byte.
+    let mut strings: Vec<&str> = Vec::with_capacity(capacity(string_count, columns[STRINGS].remaining()));
     for _ in 0..string_count {
-        let len = columns[STRINGS].varint()? as usize;
+        let len = columns[STRINGS].varint()?;
         let bytes = columns[STRINGS].take(len)?;
-        strings.push(String::from_utf8(bytes.to_vec()).map_err(|_| "a string is not UTF-8".to_string())?);
+        strings.push(std::str::from_utf8(bytes).map_err(|_| "a string is not UTF-8".to_string())?);
     }
 
-    let mut requests = Vec::with_capacity((count as usize).min(columns[TRACE_IDS].bytes.len() / 16));
+    budget.charge(u64::from(count), REQUEST_COST)?;
+    let mut requests = Vec::with_capacity(capacity(u64::from(count), columns[TRACE_IDS].remaining() / 16));
     let mut previous_begin = 0u64;
     for index in 0..count {
         let id = columns[TRACE_IDS].take(16)?;
         let trace_id = u128::from_be_bytes(id.try_into().map_err(|_| "internal: trace id".to_string())?);
-        let name = columns[NAMES].string(&strings)?;
+        let name = columns[NAMES].string(&strings, &mut budget)?;
         let thread = u32::try_from(columns[THREADS].varint()?).map_err(|_| "a thread number is too large")?;
         let begin = columns[BEGINS].varint()?;
         let begin_unix_ns =
             if index == 0 { begin } else { previous_begin.wrapping_add(unzigzag(begin) as u64) };
         previous_begin = begin_unix_ns;
         let duration_ns = columns[DURATIONS].varint()?;
+
         let property_count = columns[PROPERTY_COUNTS].varint()?;
+        budget.charge(property_count, PROPERTY_COST)?;
+        // A property takes at least two bytes: its key and its value.
         let mut properties =
-            Vec::with_capacity((property_count as usize).min(columns[PROPERTIES].bytes.len()));
+            Vec::with_capacity(capacity(property_count, columns[PROPERTIES].remaining() / 2));
         for _ in 0..property_count {
-            let key = columns[PROPERTIES].string(&strings)?;
-            properties.push((key, columns[PROPERTIES].string(&strings)?));
+            let key = columns[PROPERTIES].string(&strings, &mut budget)?;
+            properties.push((key, columns[PROPERTIES].string(&strings, &mut budget)?));
         }
+
         let span_count = columns[SPAN_COUNTS].varint()?;
-        let mut spans = Vec::with_capacity((span_count as usize).min(columns[SPAN_NAMES].bytes.len()));
+        budget.charge(span_count, SPAN_COST)?;
+        // A span takes at least a byte of each of its four sections.
+        let room = [SPAN_NAMES, SPAN_PARENTS, SPAN_BEGINS, SPAN_DURATIONS]
+            .iter()
+            .map(|&section| columns[section].remaining())
+            .min()
+            .unwrap_or(0);
+        let mut spans = Vec::with_capacity(capacity(span_count, room));
         let mut previous = begin_unix_ns;
         for span_index in 0..span_count {
-            let name = columns[SPAN_NAMES].string(&strings)?;
+            let name = columns[SPAN_NAMES].string(&strings, &mut budget)?;
             let back = columns[SPAN_PARENTS].varint()?;
             let parent = match back {
                 0 => None,
@@ -342,5 +495,77 @@ mod tests {
             assert_eq!(cursor.varint(), Ok(value));
             assert!(cursor.bytes.is_empty());
         }
+    }
+
+    /// Requests whose every number takes the longest varint it can, with
+    /// many short or repeated strings: the payload's worst bytes per item.
+    fn extreme_requests() -> Vec<Request> {
+        let span = |index: usize, name: String| SpanEntry {
+            name,
+            parent: index.checked_sub(1).map(|parent| parent as u32),
+            begin_unix_ns: if index % 2 == 0 { 0 } else { 1 << 62 },
+            duration_ns: u64::MAX,
+        };
+        let request = |trace_id: u128, begin_unix_ns: u64, strings: usize, spans: usize| Request {
+            trace_id,
+            name: format!("{trace_id}"),
+            thread: u32::MAX,
+            begin_unix_ns,
+            duration_ns: u64::MAX,
+            properties: (0..strings).map(|i| (format!("k{i}"), String::new())).collect(),
+            spans: (0..spans)
+                .map(|i| span(i, if i % 3 == 0 { format!("{i}") } else { String::new() }))
+                .collect(),
+        };
+        vec![
+            request(u128::MAX, u64::MAX, 0, 0),
+            request(1, 0, 3, 1),
+            request(2, u64::MAX, 1_000, 20_000),
+            request(3, 1 << 63, 0, 1),
+            Request::default(),
+        ]
+    }
+
+    #[test]
+    fn a_payload_is_never_longer_than_its_decoded_size() {
+        // So that a block kept within the limit's decoded size is within it
+        // in raw bytes too, which the reader also checks.
+        for take in 1..=extreme_requests().len() {
+            let mut encoder = BlockEncoder::default();
+            for request in extreme_requests().iter().take(take) {
+                let cost = BlockEncoder::validate(request).unwrap();
+                encoder.push(request, cost);
+            }
+            let decoded = encoder.decoded;
+            let (compressed, raw_len) = encoder.finish().unwrap();
+            assert!(raw_len as u64 <= decoded, "{take} requests: {raw_len} raw bytes, {decoded} decoded");
+            let raw = inflate(&compressed, raw_len).unwrap();
+            assert_eq!(decode(&raw, take as u32).unwrap(), extreme_requests()[..take]);
+        }
+    }
+
+    #[test]
+    fn a_payload_must_inflate_to_exactly_its_length_and_nothing_after() {
+        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(&[7; 100_000]).unwrap();
+        let compressed = encoder.finish().unwrap();
+        assert_eq!(inflate(&compressed, 100_000).unwrap(), [7; 100_000]);
+        let error = |compressed: &[u8], raw_len| inflate(compressed, raw_len).unwrap_err();
+        assert!(error(&compressed, 99_999).contains("more than the 99999 bytes declared"));
+        assert!(error(&compressed, 100_001).contains("inflates to 100000 bytes, not the 100001"));
+        assert!(error(&compressed[..compressed.len() - 1], 100_000).contains("cut short"));
+        assert!(error(&compressed[..compressed.len() / 2], 100_000).contains("cut short"));
+        let mut trailing = compressed.clone();
+        trailing.push(0);
+        assert_eq!(error(&trailing, 100_000), "1 byte follows the payload's deflate stream");
+        let mut bad_sum = compressed.clone();
+        *bad_sum.last_mut().unwrap() ^= 1;
+        assert!(
+            error(&bad_sum, 100_000).starts_with("cannot inflate the payload"),
+            "{}",
+            error(&bad_sum, 100_000)
+        );
+        assert!(error(b"not zlib", 10).starts_with("cannot inflate the payload"));
+        assert!(error(b"", 0).contains("cut short"));
     }
 }

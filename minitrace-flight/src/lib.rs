@@ -60,6 +60,17 @@ pub const MAGIC: [u8; 8] = *b"MTFLIGHT";
 /// The format version this crate writes, and the newest it reads.
 pub const VERSION: u16 = 1;
 
+/// The most a block may hold, in bytes (64 MiB): both its inflated payload
+/// and its *decoded size*, an upper bound on the memory its requests take
+/// once read, which counts every string at each reference to it (FORMAT.md,
+/// "Limits", gives the sum).
+///
+/// [`Reader`] refuses a block past either as [`FormatError::Corrupt`]
+/// before allocating it, so reading any input, however forged, holds at most
+/// a few times this much; [`Writer`] closes its blocks before they reach it,
+/// and refuses a request that could not fit in a block of its own.
+pub const MAX_BLOCK_BYTES: usize = 1 << 26;
+
 /// One request: its root span and every span recorded under it.
 ///
 /// Times are nanoseconds since the Unix epoch. The root is the request

@@ -4,8 +4,8 @@ use std::fmt;
 use std::io::{self, Read};
 
 use crate::codec;
-use crate::writer::{checksum, BLOCK, END, MAX_BLOCK_BYTES};
-use crate::{FormatError, Request, MAGIC, VERSION};
+use crate::writer::{checksum, BLOCK, END, MAX_COMPRESSED_BYTES};
+use crate::{FormatError, Request, MAGIC, MAX_BLOCK_BYTES, VERSION};
 
 /// One block of a dump, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,20 @@ pub struct Block {
 /// after every request of the blocks before it, and iteration then ends:
 /// a truncated dump yields its whole blocks and then
 /// [`FormatError::Truncated`]. Wrap a file in a [`std::io::BufReader`].
+///
+/// # Memory
+///
+/// The reader holds one block at a time, and no input can make that block
+/// large: its compressed payload is read only as far as the input really
+/// holds bytes, and at most [`MAX_BLOCK_BYTES`] plus 1 MiB; it inflates as
+/// its bytes arrive, to at most [`MAX_BLOCK_BYTES`]; and its requests are
+/// decoded only while their decoded size (FORMAT.md, "Limits": an upper
+/// bound on their memory, each string counted at every reference) stays
+/// within [`MAX_BLOCK_BYTES`]. A block past any of these limits, such as a
+/// long string referenced by every span, is [`FormatError::Corrupt`]. So
+/// reading any dump takes at most about three times [`MAX_BLOCK_BYTES`]
+/// (some 200 MiB), and a dump of ordinary blocks of 4096 requests a few
+/// megabytes, beside what the caller keeps of the requests.
 pub struct Reader<R: Read> {
     inner: R,
     offset: u64,
@@ -45,6 +59,28 @@ impl<R: Read> fmt::Debug for Reader<R> {
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
+}
+
+/// The first allocation for a block's compressed payload; it then doubles
+/// as the payload's bytes arrive, up to the length the block declares.
+const FIRST_READ_BYTES: usize = 64 << 10;
+
+/// Reads up to `len` bytes, fewer if the input ends first. Memory grows
+/// with the bytes that really arrive, never past `len`, so a forged length
+/// costs no more than the input holds.
+fn read_up_to(inner: &mut impl Read, len: usize) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    while bytes.len() < len {
+        let filled = bytes.len();
+        let step = filled.max(FIRST_READ_BYTES).min(len - filled);
+        bytes.resize(filled + step, 0);
+        let read = read_full(inner, &mut bytes[filled..])?;
+        bytes.truncate(filled + read);
+        if read < step {
+            break;
+        }
+    }
+    Ok(bytes)
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
@@ -177,15 +213,27 @@ impl<R: Read> Reader<R> {
         let field =
             |at: usize| u32::from_le_bytes([fields[at], fields[at + 1], fields[at + 2], fields[at + 3]]);
         let (stored, compressed_len, raw_len, count) = (field(0), field(4), field(8), field(12));
-        if compressed_len as usize > MAX_BLOCK_BYTES || raw_len as usize > MAX_BLOCK_BYTES {
-            return Err(self.corrupt(start, "the block declares a length beyond the format's limit"));
+        if compressed_len as usize > MAX_COMPRESSED_BYTES {
+            return Err(self.corrupt(
+                start,
+                format!(
+                    "the block declares a payload of {compressed_len} bytes, beyond the format's \
+                     limit of {MAX_COMPRESSED_BYTES}"
+                ),
+            ));
         }
-        // Read through `take`, so a forged length costs no more memory
-        // than the input really holds.
-        let mut compressed = Vec::new();
-        let read = (&mut self.inner).take(u64::from(compressed_len)).read_to_end(&mut compressed)?;
-        self.offset += read as u64;
-        if read < compressed_len as usize {
+        if raw_len as usize > MAX_BLOCK_BYTES {
+            return Err(self.corrupt(
+                start,
+                format!(
+                    "the block declares that its payload inflates to {raw_len} bytes, beyond the \
+                     format's limit of {MAX_BLOCK_BYTES}"
+                ),
+            ));
+        }
+        let compressed = read_up_to(&mut self.inner, compressed_len as usize)?;
+        self.offset += compressed.len() as u64;
+        if compressed.len() < compressed_len as usize {
             return Err(self.truncated(self.offset));
         }
         if stored != checksum(&[BLOCK], &fields[4..], &compressed) {
@@ -210,6 +258,8 @@ impl<R: Read> Iterator for Reader<R> {
             if let Some(request) = self.pending.next() {
                 return Some(Ok(request));
             }
+            // Let the spent block's buffer go before the next one is read.
+            self.pending = Vec::new().into_iter();
             match self.next_block()? {
                 Ok(block) => self.pending = block.requests.into_iter(),
                 Err(error) => return Some(Err(error)),

@@ -7,15 +7,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::codec::BlockEncoder;
-use crate::{Request, MAGIC, VERSION};
+use crate::{Request, MAGIC, MAX_BLOCK_BYTES, VERSION};
 
 /// The kind byte of a block of requests.
 pub(crate) const BLOCK: u8 = 0x01;
 /// The kind byte of the end marker.
 pub(crate) const END: u8 = 0x02;
-/// The largest payload a block may declare, compressed or not; a reader
-/// takes a larger length for corruption.
-pub(crate) const MAX_BLOCK_BYTES: usize = 1 << 30;
+/// The longest compressed payload a block may declare: the longest raw one
+/// ([`MAX_BLOCK_BYTES`]) and room for deflate's growth of bytes it cannot
+/// compress (5 bytes per stored block of 64 KiB, 6 of zlib framing).
+pub(crate) const MAX_COMPRESSED_BYTES: usize = MAX_BLOCK_BYTES + (1 << 20);
 
 /// Requests per block: enough for deflate to find the repeats, few enough
 /// that a reader holds one block in a few megabytes.
@@ -125,14 +126,22 @@ impl<W: Write> Writer<W> {
 
     /// Adds a request. It is written when its block is full.
     ///
-    /// A request the format cannot hold (a span whose parent is not listed
-    /// before it) is refused with [`io::ErrorKind::InvalidInput`], and the
-    /// writer goes on. After an error of the output itself, every later
-    /// call fails, and the dump stays without its end marker.
+    /// A request the format cannot hold is refused with
+    /// [`io::ErrorKind::InvalidInput`], and the writer goes on: a span whose
+    /// parent is not listed before it, or a request too large for a block
+    /// of its own (one that could decode to more than [`MAX_BLOCK_BYTES`]:
+    /// some 700 000 spans, or 64 MiB of names and properties). A block is
+    /// closed early rather than grow past that limit, so that every block
+    /// written is one a reader accepts. After an error of the output
+    /// itself, every later call fails, and the dump stays without its end
+    /// marker.
     pub fn write(&mut self, request: &Request) -> io::Result<()> {
         self.check()?;
-        BlockEncoder::validate(request)?;
-        self.encoder.push(request);
+        let cost = BlockEncoder::validate(request)?;
+        if !self.encoder.fits(cost) {
+            self.guard(Self::flush_block)?;
+        }
+        self.encoder.push(request, cost);
         if self.encoder.requests as usize >= self.block_requests || self.encoder.raw_len() >= BLOCK_SOFT_BYTES
         {
             self.guard(Self::flush_block)?;
@@ -200,8 +209,14 @@ impl<W: Write> Writer<W> {
         }
         let (requests, spans) = (self.encoder.requests, self.encoder.spans);
         let (payload, raw_len) = self.encoder.finish()?;
-        if payload.len() > MAX_BLOCK_BYTES || raw_len > MAX_BLOCK_BYTES {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a request is too large for a block"));
+        // `write` kept the block within the limits; were they passed all the
+        // same, the dump stays truncated rather than hold a block a reader
+        // refuses.
+        if payload.len() > MAX_COMPRESSED_BYTES || raw_len > MAX_BLOCK_BYTES {
+            return Err(io::Error::other(format!(
+                "internal: a block of {raw_len} bytes ({} compressed) passes the format's limits",
+                payload.len()
+            )));
         }
         let mut head = [0u8; 17];
         head[0] = BLOCK;

@@ -33,7 +33,7 @@
 #![deny(missing_debug_implementations)]
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 
 use minitrace_flight::{FormatError, Reader, Summary, SummaryBuilder};
 
@@ -90,23 +90,41 @@ pub fn summarize<R: Read>(reader: Reader<R>) -> Result<Summary, FormatError> {
 /// `text` as a JSON string literal; `<` escaped too, so that the literal
 /// can sit inside an HTML `<script>` element.
 pub(crate) fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '<' || c == '\u{2028}' || c == '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c => out.push(c),
+    let mut out = Vec::with_capacity(text.len() + 2);
+    // Writing to a Vec cannot fail.
+    let _ = write_json_string(&mut out, text);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes `text` as [`json_string`] does, streamed: runs of plain text as
+/// they are and escapes between them, with no copy of the whole.
+pub(crate) fn write_json_string(out: &mut impl Write, text: &str) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    let mut plain = 0;
+    for (at, c) in text.char_indices() {
+        let short: &[u8] = match c {
+            '"' => b"\\\"",
+            '\\' => b"\\\\",
+            '\n' => b"\\n",
+            '\r' => b"\\r",
+            '\t' => b"\\t",
+            // Empty: a \uXXXX escape, written below.
+            c if (c as u32) < 0x20 || c == '<' || c == '\u{2028}' || c == '\u{2029}' => b"",
+            _ => continue,
+        };
+        out.write_all(&text.as_bytes()[plain..at])?;
+        plain = at + c.len_utf8();
+        if short.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let code = c as u32;
+            let digit = |shift: u32| HEX[(code >> shift & 0xf) as usize];
+            out.write_all(&[b'\\', b'u', digit(12), digit(8), digit(4), digit(0)])?;
+        } else {
+            out.write_all(short)?;
         }
     }
-    out.push('"');
-    out
+    out.write_all(&text.as_bytes()[plain..])?;
+    out.write_all(b"\"")
 }
 
 #[cfg(test)]
@@ -114,5 +132,7 @@ mod tests {
     #[test]
     fn json_strings_escape_what_json_and_html_need() {
         assert_eq!(super::json_string("a\"b\\c\n</script>\u{1}"), r#""a\"b\\c\n\u003c/script>\u0001""#);
+        assert_eq!(super::json_string("é\u{2028}\u{1f}\r\t⏱"), r#""é\u2028\u001f\r\t⏱""#);
+        assert_eq!(super::json_string(""), r#""""#);
     }
 }

@@ -78,26 +78,57 @@ fn open(path: &Path) -> Result<Reader<BufReader<File>>, String> {
         .map_err(|error| format!("{}: {error}", path.display()))
 }
 
-/// Writes `path` through `write` into a temporary file renamed into place
-/// on success: a failure never leaves half a page behind.
+/// The temporary file an output is written to, created only at the first
+/// write: the page is written once the whole dump has been read, so a bad
+/// dump, or a process killed while reading, leaves no file at all.
+struct LazyFile<'a> {
+    path: &'a Path,
+    file: Option<BufWriter<File>>,
+}
+
+impl LazyFile<'_> {
+    fn file(&mut self) -> io::Result<&mut BufWriter<File>> {
+        if self.file.is_none() {
+            self.file = Some(BufWriter::new(File::create(self.path)?));
+        }
+        self.file.as_mut().ok_or_else(|| io::Error::other("the temporary file is gone"))
+    }
+}
+
+impl Write for LazyFile<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file()?.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes `path` through `write` into a temporary file beside it, renamed
+/// into place on success: a failure never leaves half a page behind, and
+/// removes the temporary file. (A process killed while writing leaves it,
+/// named `.NAME.PID.tmp`; `path` itself is never half-written.)
 fn write_atomically<T>(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> Result<T, String>,
+    write: impl FnOnce(&mut LazyFile) -> Result<T, String>,
 ) -> Result<T, String> {
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = PathBuf::from(temporary);
-    let result = File::create(&temporary)
-        .map_err(|error| format!("cannot create {}: {error}", temporary.display()))
-        .and_then(|file| {
-            let mut out = BufWriter::new(file);
-            let value = write(&mut out)?;
-            out.flush().map_err(|error| format!("cannot write {}: {error}", path.display()))?;
-            fs::rename(&temporary, path)
-                .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
-            Ok(value)
-        });
-    if result.is_err() {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().ok_or_else(|| format!("{} names no file", path.display()))?);
+    name.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(name);
+    let mut out = LazyFile { path: &temporary, file: None };
+    let result = write(&mut out).and_then(|value| {
+        let failed = |error: io::Error| format!("cannot write {}: {error}", path.display());
+        out.file().map_err(failed)?;
+        out.flush().map_err(failed)?;
+        fs::rename(&temporary, path).map_err(failed)?;
+        Ok(value)
+    });
+    if result.is_err() && out.file.take().is_some() {
         let _ = fs::remove_file(&temporary);
     }
     result

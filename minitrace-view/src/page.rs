@@ -7,6 +7,7 @@
 //! it, a few milliseconds per redraw. A million SVG or DOM nodes would take
 //! seconds to build and lay out, and each zoom would rebuild them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 
@@ -29,6 +30,22 @@ const MAX_KINDS: usize = 255;
 const MAX_STAGES: usize = 62;
 /// Slowest requests listed on the page.
 const SLOWEST: usize = 10;
+/// The longest root or span name the page keeps for its legends, in bytes:
+/// the dump may hold names of megabytes, and the legends keep hundreds.
+const MAX_NAME_BYTES: usize = 200;
+
+/// `name` as the legends show it: cut after [`MAX_NAME_BYTES`] (on a
+/// character's boundary) and marked with an ellipsis.
+fn shown(name: &str) -> Cow<'_, str> {
+    if name.len() <= MAX_NAME_BYTES {
+        return Cow::Borrowed(name);
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &name[..end]))
+}
 
 /// What [`render_page`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +59,8 @@ pub struct PageStats {
 }
 
 /// Names numbered in order of first sight, up to a limit past which they
-/// share the last number.
+/// share the last number. Long names are kept as [`shown`]: names that
+/// differ only past its cut share a number.
 #[derive(Default)]
 struct Names {
     index: HashMap<String, usize>,
@@ -52,6 +70,8 @@ struct Names {
 
 impl Names {
     fn id(&mut self, name: &str, limit: usize) -> usize {
+        let name = shown(name);
+        let name = name.as_ref();
         let id = match self.index.get(name) {
             Some(&id) => id,
             None if self.names.len() < limit => {
@@ -352,6 +372,17 @@ pub fn render_page<R: Read, W: Write>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_names_are_cut_on_a_character_boundary() {
+        assert_eq!(super::shown("short"), "short");
+        let long = "é".repeat(150);
+        let cut = super::shown(&long);
+        assert!(cut.len() <= super::MAX_NAME_BYTES + "…".len() && cut.ends_with('…'), "{cut}");
+        assert!(long.starts_with(cut.trim_end_matches('…')));
+        let mut names = super::Names::default();
+        assert_eq!(names.id(&format!("{long}a"), 10), names.id(&format!("{long}b"), 10));
+    }
+
     #[test]
     fn colours_are_valid_and_distinct() {
         let colors = super::palette(20, 0.0);

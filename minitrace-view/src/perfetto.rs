@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 
 use minitrace_flight::{Reader, Request};
 
-use crate::{json_string, ViewError};
+use crate::{write_json_string, ViewError};
 
 /// Which requests [`export_perfetto`] writes. The default: all of them.
 #[derive(Debug, Clone, Default)]
@@ -59,7 +59,6 @@ pub fn export_perfetto<R: Read, W: Write>(
     // Free tracks by the end of their last request: the earliest first.
     let mut tracks: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut origin = options.origin_unix_ns;
-    let mut events = String::new();
     let write = |out: &mut std::io::BufWriter<W>, text: &str| out.write_all(text.as_bytes());
     write(&mut out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n").map_err(ViewError::Output)?;
     for request in reader {
@@ -84,9 +83,7 @@ pub fn export_perfetto<R: Read, W: Write>(
             }
         };
         tracks.push(Reverse((request.end_unix_ns(), track)));
-        events.clear();
-        push_request(&mut events, &request, origin, track, exported.events == 0);
-        write(&mut out, &events).map_err(ViewError::Output)?;
+        write_request(&mut out, &request, origin, track, exported.events == 0).map_err(ViewError::Output)?;
         exported.requests += 1;
         exported.events += 1 + request.spans.len() as u64;
     }
@@ -106,35 +103,49 @@ pub fn export_perfetto<R: Read, W: Write>(
     Ok(exported)
 }
 
-/// Appends one request's events, the root first.
-fn push_request(out: &mut String, request: &Request, origin: u64, track: u64, first: bool) {
+/// Writes one request's events, the root first, streamed: a name or a
+/// property of many megabytes is escaped straight into the output, never
+/// held again in memory.
+fn write_request(
+    out: &mut impl Write,
+    request: &Request,
+    origin: u64,
+    track: u64,
+    first: bool,
+) -> std::io::Result<()> {
     let at = |ns: u64| micros(i128::from(ns) - i128::from(origin));
-    let mut args = format!(
-        "\"trace_id\":\"{:032x}\",\"thread\":{},\"duration\":{}",
-        request.trace_id,
-        request.thread,
-        json_string(&minitrace_flight::format_duration(request.duration_ns))
-    );
-    for (key, value) in &request.properties {
-        args.push_str(&format!(",{}:{}", json_string(key), json_string(value)));
-    }
     if !first {
-        out.push_str(",\n");
+        out.write_all(b",\n")?;
     }
-    out.push_str(&format!(
-        "{{\"ph\":\"X\",\"cat\":\"request\",\"name\":{},\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{},\"args\":{{{args}}}}}",
-        json_string(&request.name),
+    out.write_all(b"{\"ph\":\"X\",\"cat\":\"request\",\"name\":")?;
+    write_json_string(out, &request.name)?;
+    write!(
+        out,
+        ",\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{},\"args\":{{\"trace_id\":\"{:032x}\",\"thread\":{},\"duration\":",
         at(request.begin_unix_ns),
         micros(i128::from(request.duration_ns)),
-    ));
+        request.trace_id,
+        request.thread,
+    )?;
+    write_json_string(out, &minitrace_flight::format_duration(request.duration_ns))?;
+    for (key, value) in &request.properties {
+        out.write_all(b",")?;
+        write_json_string(out, key)?;
+        out.write_all(b":")?;
+        write_json_string(out, value)?;
+    }
+    out.write_all(b"}}")?;
     for span in &request.spans {
-        out.push_str(&format!(
-            ",\n{{\"ph\":\"X\",\"cat\":\"span\",\"name\":{},\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{}}}",
-            json_string(&span.name),
+        out.write_all(b",\n{\"ph\":\"X\",\"cat\":\"span\",\"name\":")?;
+        write_json_string(out, &span.name)?;
+        write!(
+            out,
+            ",\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{}}}",
             at(span.begin_unix_ns),
             micros(i128::from(span.duration_ns)),
-        ));
+        )?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
