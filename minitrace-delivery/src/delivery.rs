@@ -236,19 +236,27 @@ impl Delivery {
     }
 
     /// Keeps `secret` (a header value, a token) out of every message: where
-    /// an endpoint's answer or an error quotes it, `***` is written instead.
+    /// an endpoint's answer or an error quotes it, or the part after its
+    /// first space (the credentials of `Bearer <token>`), `***` is written
+    /// instead. Values shorter than 4 characters are not looked for.
     ///
     /// ```
     /// let mut delivery = minitrace_delivery::Delivery::new("r", "x");
     /// delivery.hide("Bearer s3cret");
     /// ```
     pub fn hide(&mut self, secret: &str) {
-        // One character would make every message a row of stars.
-        if secret.len() >= 4 && !self.secrets.iter().any(|known| known == secret) {
-            self.secrets.push(secret.to_owned());
-            // The longest first, so that one secret inside another goes whole.
-            self.secrets.sort_by_key(|known| std::cmp::Reverse(known.len()));
+        let secret = secret.trim();
+        // `Bearer <token>`, `Basic <credentials>`: an answer may quote the
+        // credentials alone.
+        let credentials = secret.split_once(' ').map(|(_scheme, credentials)| credentials.trim());
+        for secret in [Some(secret), credentials].into_iter().flatten() {
+            // Fewer characters would make messages rows of stars.
+            if secret.len() >= 4 && !self.secrets.iter().any(|known| known == secret) {
+                self.secrets.push(secret.to_owned());
+            }
         }
+        // The longest first, so that one secret inside another goes whole.
+        self.secrets.sort_by_key(|known| std::cmp::Reverse(known.len()));
     }
 
     /// The counters, to read from any thread.
@@ -396,7 +404,7 @@ impl Delivery {
         }
         self.counters.unsent(spans);
         count_dropped_by_reporter(spans);
-        self.tell(format!("{spans} spans sent to {} were lost: {why}", self.target));
+        self.report_error(format!("{spans} spans sent to {} were lost: {why}", self.target));
     }
 
     fn delivered(&mut self, spans: u64, rejected: u64, bytes: u64, message: &str) -> Outcome {
@@ -404,9 +412,9 @@ impl Delivery {
         self.counters.sent(spans, rejected, bytes);
         if rejected > 0 {
             count_dropped_by_reporter(rejected);
-            self.tell(format!("{} rejected {rejected} of {spans} spans: {message}", self.target));
+            self.report_error(format!("{} rejected {rejected} of {spans} spans: {message}", self.target));
         } else if !message.is_empty() {
-            self.tell(format!("{} accepted {spans} spans, saying: {message}", self.target));
+            self.report_error(format!("{} accepted {spans} spans, saying: {message}", self.target));
         }
         Outcome::Sent { rejected }
     }
@@ -414,12 +422,19 @@ impl Delivery {
     fn fail(&mut self, spans: u64, why: &str) -> Outcome {
         self.counters.failed(spans);
         count_dropped_by_reporter(spans);
-        self.tell(format!("{spans} spans not delivered to {}: {why}", self.target));
+        self.report_error(format!("{spans} spans not delivered to {}: {why}", self.target));
         Outcome::Failed
     }
 
-    /// Keeps `message` as the last error and logs it, secrets removed.
-    fn tell(&mut self, message: String) {
+    /// Keeps `message` as the last error and logs it, secrets removed,
+    /// counting no span: for losses a reporter counts itself.
+    ///
+    /// ```
+    /// let mut delivery = minitrace_delivery::Delivery::new("r", "x");
+    /// delivery.report_error("2 spans too large".into());
+    /// assert_eq!(delivery.counters().last_error().unwrap(), "2 spans too large");
+    /// ```
+    pub fn report_error(&mut self, message: String) {
         let message = scrub(&self.secrets, message);
         self.counters.set_last_error(&message);
         self.log.log(|| message);
@@ -612,10 +627,11 @@ mod tests {
         let mut delivery = fast();
         delivery.hide("SECRET-KEY");
         delivery.hide("KEY");
-        let echo = Attempt::Failed("HTTP 401: bad key SECRET-KEY".into());
+        delivery.hide("Bearer t0ken");
+        let echo = Attempt::Failed("HTTP 401: bad key SECRET-KEY, bad token t0ken".into());
         run(&mut delivery, Duration::from_secs(5), 1, vec![echo]);
         let error = delivery.counters().last_error().unwrap();
-        assert_eq!(error, "1 spans not delivered to the endpoint: HTTP 401: bad key ***");
+        assert_eq!(error, "1 spans not delivered to the endpoint: HTTP 401: bad key ***, bad token ***");
     }
 
     #[test]

@@ -145,6 +145,16 @@ impl Server {
     pub fn handshake_failures(&self) -> usize {
         self.shared.handshake_failures.load(Ordering::Relaxed)
     }
+
+    /// TLS handshakes that failed, once there are `expected` of them or
+    /// 10 s have passed: the server learns of a failure after the client.
+    pub fn handshake_failures_reaching(&self, expected: usize) -> usize {
+        let start = Instant::now();
+        while self.handshake_failures() < expected && start.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.handshake_failures()
+    }
 }
 
 impl Drop for Server {
