@@ -209,7 +209,7 @@ impl std::error::Error for CertificateError {}
 /// is a failure, so a body and its headers never go to a host other than
 /// the endpoint), statuses read as the OTLP spec says, header values
 /// marked sensitive and never shown, and with the `tls` feature, `https://`
-/// through rustls with the webpki roots or the [`RootCertificates`] given.
+/// through rustls with the webpki roots or the `RootCertificates` given.
 ///
 /// ```
 /// use std::time::Duration;

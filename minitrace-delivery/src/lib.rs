@@ -21,7 +21,7 @@
 //!   another host, and a `2xx` answer to a redirected `GET` is never taken
 //!   for a delivery. Header values are marked sensitive. With the `tls`
 //!   feature, `https://` is spoken through rustls, with the webpki roots or
-//!   the [`RootCertificates`] given.
+//!   the `RootCertificates` given.
 //! - [`Delivery`]: the retry policy around the tries of any transport (the
 //!   HTTP client here, or a reporter's own: gRPC, UDP), the counters, and
 //!   the error log.
@@ -66,7 +66,7 @@
 //!
 //! - `tls`: `https://` endpoints, through rustls (ring) with the webpki
 //!   roots, or the roots given.
-//! - `testing`: [`testing::capture_log`], for the reporters' tests.
+//! - `testing`: `testing::capture_log`, for the reporters' tests.
 
 #![forbid(unsafe_code)]
 

@@ -102,7 +102,7 @@
 //!
 //! - `tls`: `https://` endpoints, through rustls with the Mozilla root
 //!   certificates (no system OpenSSL), or a private CA's given with
-//!   [`with_tls_root_certificate_pem`](JaegerReporter::with_tls_root_certificate_pem).
+//!   `JaegerReporter::with_tls_root_certificate_pem`.
 //!   Off by default: most collectors listen on a private network, and TLS
 //!   is most of the build.
 //!

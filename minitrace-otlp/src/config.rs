@@ -137,8 +137,8 @@ pub enum Error {
     /// The gRPC transport's runtime could not be started.
     Runtime(std::io::Error),
     /// A root certificate given to
-    /// [`tls_root_certificate_pem`](OtlpReporterBuilder::tls_root_certificate_pem)
-    /// cannot be used.
+    /// `OtlpReporterBuilder::tls_root_certificate_pem` (with the `tls`
+    /// feature) cannot be used.
     InvalidCertificate {
         /// What is wrong with it.
         reason: String,

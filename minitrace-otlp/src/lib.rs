@@ -121,9 +121,8 @@
 //!   serde derives (hex ids, lowerCamelCase names, enums as numbers, 64-bit
 //!   numbers as strings: OTLP/JSON).
 //! - `tls`: `https://` endpoints, with rustls and the webpki roots, or the
-//!   roots given to
-//!   [`tls_root_certificate_pem`](OtlpReporterBuilder::tls_root_certificate_pem)
-//!   (a private CA's), over HTTP and gRPC.
+//!   roots given to `OtlpReporterBuilder::tls_root_certificate_pem` (a
+//!   private CA's), over HTTP and gRPC.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
