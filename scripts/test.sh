@@ -41,6 +41,8 @@ cargo test --workspace --release
 # OTLP/HTTP JSON and TLS, the gRPC and JSON end-to-end tests included.
 cargo test -p minitrace-otlp --release --all-features
 cargo test -p minitrace-jaeger --release --features tls
+# The delivery layer both reporters share, with its TLS tests.
+cargo test -p minitrace-delivery --release --all-features
 
 # minstant's `fallback-coarse` feature, which no crate of the workspace
 # enables, so the run above never builds it: its tests again with the

@@ -90,16 +90,21 @@
 //!   failure is seen. [`JaegerReporter::http_endpoint`] takes the endpoint
 //!   as a URL instead, so that a host name is resolved, any path used, and,
 //!   with this crate's `tls` feature, `https://` spoken; add headers such as
-//!   `Authorization` with [`with_header`](JaegerReporter::with_header).
-//!   The HTTP client is [ureq](https://docs.rs/ureq), a small blocking
-//!   client, built without TLS unless `tls` is on: one kept-alive connection,
-//!   no proxy, no redirects followed.
+//!   `Authorization` with [`with_header`](JaegerReporter::with_header)
+//!   (credentials in the URL, `user:password@`, are refused).
+//!   The HTTP client is [minitrace-delivery](minitrace_delivery)'s, shared
+//!   with minitrace-otlp: [ureq](https://docs.rs/ureq), a small blocking
+//!   client, built without TLS unless `tls` is on; one kept-alive
+//!   connection, no proxy, and no redirect followed (a `3xx` is a failed
+//!   delivery: a batch and its headers never go to another host).
 //!
 //! # Features
 //!
 //! - `tls`: `https://` endpoints, through rustls with the Mozilla root
-//!   certificates (no system OpenSSL). Off by default: most collectors
-//!   listen on a private network, and TLS is most of the build.
+//!   certificates (no system OpenSSL), or a private CA's given with
+//!   `JaegerReporter::with_tls_root_certificate_pem`.
+//!   Off by default: most collectors listen on a private network, and TLS
+//!   is most of the build.
 //!
 //! # Sizes and failures
 //!
@@ -110,21 +115,29 @@
 //! as too large, a send error, an unreachable agent or collector, an HTTP
 //! status other than 2xx) are counted in minitrace's loss counters with
 //! [`count_dropped_by_reporter`]
-//! and in this reporter's [`stats`](JaegerReporter::stats), and reported on
-//! standard error at most once per [interval](JaegerReporter::with_error_interval).
-//! The reporter never panics, and every UDP send and every HTTP request has
-//! a [timeout](JaegerReporter::with_timeout); after an HTTP timeout it stops
-//! trying for 5 s, dropping (and counting) what comes meanwhile, so that a
-//! dead collector cannot stall minitrace's collector thread. A request that
-//! finds its kept-alive connection closed by the collector, unanswered, is
-//! sent once more on a new one, within the same timeout.
+//! and in this reporter's [`stats`](JaegerReporter::stats) (every span
+//! handed to the reporter ends in exactly one of sent, failed and too
+//! large), and reported on standard error at most once per
+//! [interval](JaegerReporter::with_error_interval); no line shows a header's
+//! value.
+//!
+//! HTTP follows the retry policy of OTLP, which minitrace-otlp shares: a
+//! request answered 429, 502, 503 or 504 is sent again after the
+//! collector's `Retry-After` or an exponential backoff with jitter, and one
+//! that found its kept-alive connection closed, unanswered, at once; any
+//! other status, a redirect included, is not retried, nor is a refused
+//! connection (nor, then, the rest of the report). The reporter never
+//! panics, and each UDP send and each report's HTTP requests, retries
+//! included, have a [timeout](JaegerReporter::with_timeout); after an HTTP
+//! timeout it stops trying for 5 s, dropping (and counting) what comes
+//! meanwhile, so that a dead collector cannot stall minitrace's collector
+//! thread.
 //!
 //! [`SpanRecord`]: minitrace::collector::SpanRecord
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod http;
 mod model;
 mod stats;
 mod thrift;
@@ -141,11 +154,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
+#[cfg(feature = "tls")]
+pub use minitrace_delivery::CertificateError;
+use minitrace_delivery::{Attempt, Delivery, Endpoint, HttpClient, Report};
 
 use crate::model::{Encoder, Process, TRUNCATED_TAG};
-use crate::stats::{Counters, ErrorLog};
+use crate::stats::Counters;
 pub use crate::stats::{ReporterStats, StatsHandle};
 use crate::thrift::{Binary, Compact};
+
+/// The collector's path for Thrift over HTTP, used when an endpoint has none.
+const DEFAULT_PATH: &str = "/api/traces";
+/// The prefix of the error log's lines.
+const LOG_PREFIX: &str = "minitrace-jaeger";
 
 /// The largest UDP datagram sent by default, as in Jaeger's own clients.
 ///
@@ -170,7 +191,8 @@ pub const DEFAULT_MAX_DATAGRAM_SIZE: usize = 65_000;
 /// # drop(reporter);
 /// ```
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 * 1024 * 1024;
-/// The default timeout of each UDP send and of each HTTP request.
+/// The default timeout of each report: of each UDP send, and of the HTTP
+/// requests of one report, retries included.
 ///
 /// ```
 /// use minitrace_jaeger::{JaegerReporter, DEFAULT_TIMEOUT};
@@ -205,12 +227,13 @@ pub struct JaegerReporter {
     transport: Transport,
     next_seq_no: i64,
     counters: Arc<Counters>,
-    errors: ErrorLog,
+    delivery: Delivery,
+    timeout: Duration,
 }
 
 enum Transport {
     Udp { agent: udp::Agent, encoder: Encoder<Compact>, max_size: usize },
-    Http { collector: http::Collector, encoder: Encoder<Binary>, max_size: usize },
+    Http { client: HttpClient, encoder: Encoder<Binary>, max_size: usize },
 }
 
 impl fmt::Debug for JaegerReporter {
@@ -219,12 +242,17 @@ impl fmt::Debug for JaegerReporter {
         debug.field("process", &self.process);
         match &self.transport {
             Transport::Udp { agent, max_size, .. } => debug.field("agent", agent).field("max_size", max_size),
-            // The collector's headers stay out: they may hold credentials.
-            Transport::Http { collector, max_size, .. } => {
-                debug.field("endpoint", &collector.endpoint().to_string()).field("max_size", max_size)
-            }
+            // The headers' names only: their values may be credentials.
+            Transport::Http { client, max_size, .. } => debug
+                .field("endpoint", &client.endpoint().to_string())
+                .field("headers", &client.header_names())
+                .field("max_size", max_size),
         };
-        debug.field("next_seq_no", &self.next_seq_no).field("stats", &self.stats().get()).finish()
+        debug
+            .field("timeout", &self.timeout)
+            .field("next_seq_no", &self.next_seq_no)
+            .field("stats", &self.stats().get())
+            .finish()
     }
 }
 
@@ -248,8 +276,9 @@ impl JaegerReporter {
         let process = default_process(service_name.into());
         let agent = udp::Agent::connect(agent_addr, DEFAULT_TIMEOUT)?;
         let encoder = Encoder::new(&process, DEFAULT_MAX_DATAGRAM_SIZE);
+        let delivery = Delivery::new(LOG_PREFIX, format!("the agent at {agent_addr}"));
         let transport = Transport::Udp { agent, encoder, max_size: DEFAULT_MAX_DATAGRAM_SIZE };
-        Ok(JaegerReporter::with_transport(process, transport))
+        Ok(JaegerReporter::with_transport(process, transport, delivery))
     }
 
     /// A reporter that posts to the Jaeger collector's HTTP endpoint at
@@ -268,8 +297,8 @@ impl JaegerReporter {
             SocketAddr::V4(addr) => addr.ip().to_string(),
             SocketAddr::V6(addr) => format!("[{}]", addr.ip()),
         };
-        let url = format!("http://{host}:{}{}", collector_addr.port(), http::DEFAULT_PATH);
-        let endpoint = http::parse_endpoint(&url).expect("an IP address and port make a valid URL");
+        let url = format!("http://{host}:{}{DEFAULT_PATH}", collector_addr.port());
+        let endpoint = Endpoint::parse(&url).expect("an IP address and port make a valid URL");
         JaegerReporter::http_to(endpoint, service_name.into())
     }
 
@@ -279,8 +308,11 @@ impl JaegerReporter {
     /// resolved at each new connection; an empty path means `/api/traces`.
     /// It connects on the first report.
     ///
-    /// Fails, saying why, if `url` is not such a URL, or is `https://` in a
-    /// build without the `tls` feature.
+    /// Fails, saying why, if `url` is not such a URL, holds user information
+    /// (`user:password@`: credentials go in a header, see
+    /// [`with_header`](JaegerReporter::with_header)), or is `https://` in a
+    /// build without the `tls` feature. The error never shows the user
+    /// information.
     ///
     /// ```
     /// use minitrace_jaeger::JaegerReporter;
@@ -294,26 +326,37 @@ impl JaegerReporter {
     /// assert!(error.to_string().contains("no scheme"));
     /// ```
     pub fn http_endpoint(url: &str, service_name: impl Into<String>) -> Result<Self, EndpointError> {
-        let endpoint =
-            http::parse_endpoint(url).map_err(|reason| EndpointError { url: url.to_string(), reason })?;
-        Ok(JaegerReporter::http_to(endpoint, service_name.into()))
+        let endpoint = Endpoint::parse(url).map_err(|error| EndpointError {
+            url: error.url().to_string(),
+            reason: error.reason().to_string(),
+        })?;
+        if endpoint.is_https() && !cfg!(feature = "tls") {
+            let reason =
+                "https:// needs minitrace-jaeger's `tls` feature, which this build lacks".to_string();
+            return Err(EndpointError { url: endpoint.to_string(), reason });
+        }
+        Ok(JaegerReporter::http_to(endpoint.or_path(DEFAULT_PATH), service_name.into()))
     }
 
-    fn http_to(endpoint: ureq::http::Uri, service_name: String) -> Self {
+    fn http_to(endpoint: Endpoint, service_name: String) -> Self {
         let process = default_process(service_name);
-        let collector = http::Collector::new(endpoint, DEFAULT_TIMEOUT);
+        let delivery = Delivery::new(LOG_PREFIX, endpoint.to_string());
+        let mut client = HttpClient::new(endpoint, "application/x-thrift");
+        client.set_user_agent(concat!("minitrace-jaeger/", env!("CARGO_PKG_VERSION")));
         let encoder = Encoder::new(&process, DEFAULT_MAX_REQUEST_SIZE);
-        let transport = Transport::Http { collector, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE };
-        JaegerReporter::with_transport(process, transport)
+        let transport = Transport::Http { client, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE };
+        JaegerReporter::with_transport(process, transport, delivery)
     }
 
-    fn with_transport(process: Process, transport: Transport) -> Self {
+    fn with_transport(process: Process, transport: Transport, mut delivery: Delivery) -> Self {
+        delivery.set_error_interval(DEFAULT_ERROR_INTERVAL);
         JaegerReporter {
             process,
             transport,
             next_seq_no: 1,
-            counters: Arc::new(Counters::starting_now()),
-            errors: ErrorLog { interval: DEFAULT_ERROR_INTERVAL, last: None, suppressed: 0 },
+            counters: Arc::new(Counters::starting_now(delivery.counters().clone())),
+            delivery,
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 
@@ -356,9 +399,10 @@ impl JaegerReporter {
         self
     }
 
-    /// Sets the timeout of each UDP send, or of each HTTP request as a whole:
-    /// name resolution, connecting, sending and the answer, a resend on a
-    /// closed connection included (default [`DEFAULT_TIMEOUT`]).
+    /// Sets the timeout of each UDP send, and the longest one report takes
+    /// over HTTP: every request of it as a whole (name resolution,
+    /// connecting, sending and the answer) and every retry included
+    /// (default [`DEFAULT_TIMEOUT`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -369,21 +413,21 @@ impl JaegerReporter {
     /// # drop(reporter);
     /// ```
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        match &mut self.transport {
-            Transport::Udp { agent, .. } => {
-                if let Err(error) = agent.set_timeout(timeout) {
-                    self.errors.log(|| format!("cannot set the UDP send timeout: {error}"));
-                }
+        self.timeout = timeout;
+        if let Transport::Udp { agent, .. } = &mut self.transport {
+            if let Err(error) = agent.set_timeout(timeout) {
+                self.delivery.log(|| format!("cannot set the UDP send timeout: {error}"));
             }
-            Transport::Http { collector, .. } => collector.set_timeout(timeout),
         }
         self
     }
 
     /// Adds a header to every HTTP request, e.g. the `Authorization` a
-    /// collector behind a gateway asks for. Its value is kept out of `Debug`
-    /// output. A name or value that HTTP forbids is left out, and so is any
-    /// header of a UDP reporter; either is reported on standard error.
+    /// collector behind a gateway asks for; a later one replaces an earlier
+    /// one of the same name. Its value is kept out of `Debug` output, error
+    /// messages and [`last_error`](StatsHandle::last_error). A name or
+    /// value that HTTP forbids is left out, and so is any header of a UDP
+    /// reporter; either is reported on standard error.
     ///
     /// ```
     /// use minitrace_jaeger::JaegerReporter;
@@ -394,20 +438,40 @@ impl JaegerReporter {
     /// # drop(reporter);
     /// ```
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
-        use ureq::http::{HeaderName, HeaderValue};
-        let Transport::Http { collector, .. } = &mut self.transport else {
-            self.errors.log(|| format!("header {name:?} left out: a UDP reporter sends no HTTP headers"));
+        let Transport::Http { client, .. } = &mut self.transport else {
+            self.delivery.log(|| format!("header {name:?} left out: a UDP reporter sends no HTTP headers"));
             return self;
         };
-        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-            (Ok(name), Ok(mut value)) => {
-                value.set_sensitive(true);
-                collector.add_header(name, value);
-            }
-            (Err(error), _) => self.errors.log(|| format!("header {name:?} left out: {error}")),
-            (_, Err(error)) => self.errors.log(|| format!("header {name:?} left out, its value: {error}")),
+        match client.add_header(name, value) {
+            Ok(()) => self.delivery.hide(value),
+            Err(error) => self.delivery.log(|| format!("header {name:?} left out: {error}")),
         }
         self
+    }
+
+    /// Trusts only the root certificates of `pem` (one or more PEM
+    /// `CERTIFICATE` blocks, e.g. a private CA's) for an `https://`
+    /// collector, instead of the Mozilla roots that are trusted by default.
+    /// Fails, saying why, if `pem` holds no certificate or one that a root
+    /// store refuses, or if this reporter does not speak HTTP.
+    ///
+    /// ```no_run
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let ca = std::fs::read("/etc/ssl/private-ca.pem").unwrap();
+    /// let reporter = JaegerReporter::http_endpoint("https://jaeger.internal:14268", "my-service")
+    ///     .unwrap()
+    ///     .with_tls_root_certificate_pem(&ca)
+    ///     .unwrap();
+    /// # drop(reporter);
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn with_tls_root_certificate_pem(mut self, pem: &[u8]) -> Result<Self, CertificateError> {
+        let Transport::Http { client, .. } = &mut self.transport else {
+            return Err(CertificateError::new("a UDP reporter speaks no TLS"));
+        };
+        client.set_root_certificates(minitrace_delivery::RootCertificates::from_pem(pem)?);
+        Ok(self)
     }
 
     /// Sets the shortest time between two error messages on standard error
@@ -423,7 +487,7 @@ impl JaegerReporter {
     /// # drop(reporter);
     /// ```
     pub fn with_error_interval(mut self, interval: Duration) -> Self {
-        self.errors.interval = interval;
+        self.delivery.set_error_interval(interval);
         self
     }
 
@@ -456,26 +520,32 @@ impl Reporter for JaegerReporter {
         if spans.is_empty() {
             return;
         }
-        let JaegerReporter { transport, next_seq_no, counters, errors, .. } = self;
+        let JaegerReporter { transport, next_seq_no, counters, delivery, timeout, .. } = self;
         let counters: &Counters = counters;
         let stats = || counters.client_stats();
+        let mut report = Report::new(*timeout);
         let outcome = match transport {
             Transport::Udp { agent, encoder, .. } => {
                 encoder.encode(spans, next_seq_no, stats, |datagram, count| {
-                    let result = agent.send(datagram, count);
-                    let failure = result
-                        .err()
-                        .map(|e| (e.lost_spans, format!("UDP send to the agent failed: {}", e.error)));
-                    counters.delivered(errors, count, datagram.len(), failure);
+                    let mut refused_before = 0;
+                    delivery.deliver(&mut report, count as u64, datagram.len() as u64, |_| {
+                        match agent.send(datagram, count) {
+                            Ok(()) => Attempt::Delivered { rejected: 0, message: String::new() },
+                            Err(error) => {
+                                refused_before = error.refused_before;
+                                Attempt::Failed(format!("UDP send to the agent failed: {}", error.error))
+                            }
+                        }
+                    });
+                    delivery
+                        .unsent(refused_before as u64, "the agent refused the datagram that carried them");
                 })
             }
-            Transport::Http { collector, encoder, .. } => {
+            Transport::Http { client, encoder, .. } => {
                 encoder.encode(spans, next_seq_no, stats, |body, count| {
-                    let failure = collector
-                        .post(body)
-                        .err()
-                        .map(|e| (count, format!("POST to the collector failed: {e}")));
-                    counters.delivered(errors, count, body.len(), failure);
+                    delivery.deliver(&mut report, count as u64, body.len() as u64, |left| {
+                        client.post(body, left)
+                    });
                 })
             }
         };
@@ -483,12 +553,14 @@ impl Reporter for JaegerReporter {
             Counters::add(&counters.spans_too_large, outcome.dropped);
             count_dropped_by_reporter(outcome.dropped);
             let dropped = outcome.dropped;
-            errors.log(|| format!("{dropped} spans lost: too large for one message even when truncated"));
+            delivery
+                .report_error(format!("{dropped} spans lost: too large for one message even when truncated"));
         }
         if outcome.truncated > 0 {
             Counters::add(&counters.spans_truncated, outcome.truncated);
             let truncated = outcome.truncated;
-            errors.log(|| format!("{truncated} spans truncated to fit one message (tagged {TRUNCATED_TAG})"));
+            delivery
+                .log(|| format!("{truncated} spans truncated to fit one message (tagged {TRUNCATED_TAG})"));
         }
     }
 }
@@ -535,8 +607,8 @@ fn client_uuid() -> String {
     )
 }
 
-/// Why [`JaegerReporter::http_endpoint`] refused a URL: the URL, and what is
-/// wrong with it.
+/// Why [`JaegerReporter::http_endpoint`] refused a URL: the URL (with any
+/// user information replaced by `***`), and what is wrong with it.
 ///
 /// ```
 /// use minitrace_jaeger::JaegerReporter;
@@ -552,7 +624,8 @@ pub struct EndpointError {
 }
 
 impl EndpointError {
-    /// The URL refused.
+    /// The URL refused, with any user information (`user:password@`)
+    /// replaced by `***`.
     ///
     /// ```
     /// let error = minitrace_jaeger::JaegerReporter::http_endpoint("jaeger", "svc").unwrap_err();

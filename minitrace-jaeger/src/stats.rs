@@ -1,62 +1,32 @@
-//! What the reporter counts (its stats handle) and how it tells of errors:
-//! a line on standard error at most once per interval.
+//! What the reporter counts (its stats handle): the delivery layer's
+//! counters, and what only a Jaeger reporter does (truncating and dropping
+//! spans too large for one message).
 
 use std::fmt;
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use minitrace::collector::count_dropped_by_reporter;
 
 use crate::model::ClientStats;
 
-/// Writes errors to standard error, at most one line per interval.
-pub(crate) struct ErrorLog {
-    pub(crate) interval: Duration,
-    pub(crate) last: Option<Instant>,
-    /// Errors not written since the last line.
-    pub(crate) suppressed: u64,
-}
-
-impl ErrorLog {
-    pub(crate) fn log(&mut self, message: impl FnOnce() -> String) {
-        let now = Instant::now();
-        if self.last.is_some_and(|last| now.duration_since(last) < self.interval) {
-            self.suppressed += 1;
-            return;
-        }
-        let mut line = format!("minitrace-jaeger: {}", message());
-        if self.suppressed > 0 {
-            line.push_str(&format!(" (and {} more errors not shown)", self.suppressed));
-        }
-        // A failing stderr is no reason to panic: ignore it.
-        let _ = writeln!(std::io::stderr(), "{line}");
-        self.last = Some(now);
-        self.suppressed = 0;
-    }
-}
-
-#[derive(Default)]
 pub(crate) struct Counters {
+    /// Sent, failed, requests and retries: counted by the delivery layer.
+    pub(crate) delivery: Arc<minitrace_delivery::Counters>,
     /// minitrace's count of spans dropped at a full queue when this reporter
     /// was made: `ClientStats` counts from the reporter's start, and a
     /// replacement reporter (a new Jaeger client) must not report its
     /// predecessors' drops again.
     pub(crate) queue_drops_before: u64,
-    pub(crate) spans_sent: AtomicU64,
-    pub(crate) messages_sent: AtomicU64,
-    pub(crate) bytes_sent: AtomicU64,
-    pub(crate) spans_failed: AtomicU64,
     pub(crate) spans_too_large: AtomicU64,
     pub(crate) spans_truncated: AtomicU64,
 }
 
 impl Counters {
-    pub(crate) fn starting_now() -> Counters {
+    pub(crate) fn starting_now(delivery: Arc<minitrace_delivery::Counters>) -> Counters {
         Counters {
+            delivery,
             queue_drops_before: minitrace::collector::stats().dropped_queue_full,
-            ..Counters::default()
+            spans_too_large: AtomicU64::new(0),
+            spans_truncated: AtomicU64::new(0),
         }
     }
 
@@ -64,40 +34,16 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Counts one message of `spans` spans and `bytes` bytes: sent, or lost
-    /// with `failure` (the spans lost, and why), which is also logged.
-    pub(crate) fn delivered(
-        &self,
-        errors: &mut ErrorLog,
-        spans: usize,
-        bytes: usize,
-        failure: Option<(usize, String)>,
-    ) {
-        match failure {
-            None => {
-                Counters::add(&self.spans_sent, spans as u64);
-                Counters::add(&self.messages_sent, 1);
-                Counters::add(&self.bytes_sent, bytes as u64);
-            }
-            Some((lost, why)) => {
-                Counters::add(&self.spans_failed, lost as u64);
-                count_dropped_by_reporter(lost as u64);
-                errors.log(|| format!("{lost} spans lost: {why}"));
-            }
-        }
-    }
-
     /// The counters sent in each `Batch`, all since this reporter was made:
     /// its own losses, and the spans that minitrace dropped at a full queue
     /// (minitrace has one collector, so they would have come here).
     pub(crate) fn client_stats(&self) -> ClientStats {
         let saturating = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
-        let read = |counter: &AtomicU64| saturating(counter.load(Ordering::Relaxed));
         let queue_drops = minitrace::collector::stats().dropped_queue_full - self.queue_drops_before;
         ClientStats {
             full_queue_dropped_spans: saturating(queue_drops),
-            too_large_dropped_spans: read(&self.spans_too_large),
-            failed_to_emit_spans: read(&self.spans_failed),
+            too_large_dropped_spans: saturating(self.spans_too_large.load(Ordering::Relaxed)),
+            failed_to_emit_spans: saturating(self.delivery.get().spans_failed),
         }
     }
 }
@@ -127,20 +73,38 @@ impl StatsHandle {
     /// assert_eq!(stats.spans_failed + stats.spans_too_large, 0);
     /// ```
     pub fn get(&self) -> ReporterStats {
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let counters = &self.0;
+        let delivery = counters.delivery.get();
         ReporterStats {
-            spans_sent: read(&counters.spans_sent),
-            messages_sent: read(&counters.messages_sent),
-            bytes_sent: read(&counters.bytes_sent),
-            spans_failed: read(&counters.spans_failed),
-            spans_too_large: read(&counters.spans_too_large),
-            spans_truncated: read(&counters.spans_truncated),
+            spans_sent: delivery.spans_sent,
+            messages_sent: delivery.messages_sent,
+            bytes_sent: delivery.bytes_sent,
+            spans_failed: delivery.spans_failed,
+            spans_too_large: counters.spans_too_large.load(Ordering::Relaxed),
+            spans_truncated: counters.spans_truncated.load(Ordering::Relaxed),
+            requests: delivery.requests,
+            retries: delivery.retries,
         }
+    }
+
+    /// The last error, if any: why spans were lost. It never holds a
+    /// header's value.
+    ///
+    /// ```
+    /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
+    /// assert_eq!(reporter.stats().last_error(), None);
+    /// ```
+    pub fn last_error(&self) -> Option<String> {
+        self.0.delivery.last_error()
     }
 }
 
 /// What a [`JaegerReporter`](crate::JaegerReporter) did since it was made.
+///
+/// Every span handed to the reporter ends in exactly one of `spans_sent`,
+/// `spans_failed` and `spans_too_large`; the last two are also counted in
+/// minitrace's own loss counters
+/// (`minitrace::collector::stats().dropped_by_reporter`).
 ///
 /// ```
 /// let stats = minitrace_jaeger::ReporterStats::default();
@@ -152,16 +116,22 @@ pub struct ReporterStats {
     /// Spans in messages handed to the operating system (UDP) or accepted by
     /// the collector (HTTP). UDP datagrams may still be lost after that.
     pub spans_sent: u64,
-    /// Datagrams or HTTP requests sent.
+    /// Datagrams or HTTP requests sent and accepted.
     pub messages_sent: u64,
     /// Bytes in those messages.
     pub bytes_sent: u64,
     /// Spans lost to a failed send or request. A UDP agent's refusal is seen
-    /// at the next send, so its datagram is counted here then (it may have
-    /// been counted in `spans_sent` already).
+    /// at the next send: the refused datagram's spans then move from
+    /// `spans_sent` to here.
     pub spans_failed: u64,
     /// Spans dropped because even truncated they did not fit in one message.
     pub spans_too_large: u64,
     /// Spans sent truncated, with the tag `minitrace.truncated`.
     pub spans_truncated: u64,
+    /// Datagrams or HTTP requests tried, retries included.
+    pub requests: u64,
+    /// Of those, the HTTP requests that repeated an earlier one after an
+    /// answer the retry policy retries (429, 502, 503, 504, or a connection
+    /// closed with no answer).
+    pub retries: u64,
 }

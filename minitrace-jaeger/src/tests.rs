@@ -430,30 +430,6 @@ fn large_reports_are_split_in_order_under_the_limit() {
     }
 }
 
-#[test]
-fn errors_are_logged_at_most_once_per_interval() {
-    use std::time::Duration;
-    let mut log = crate::ErrorLog { interval: Duration::from_secs(3600), last: None, suppressed: 0 };
-    let mut written = 0;
-    for _ in 0..5 {
-        log.log(|| {
-            written += 1;
-            "test error (expected)".to_string()
-        });
-    }
-    assert_eq!((written, log.suppressed), (1, 4));
-
-    let mut log = crate::ErrorLog { interval: Duration::ZERO, last: None, suppressed: 0 };
-    let mut written = 0;
-    for _ in 0..3 {
-        log.log(|| {
-            written += 1;
-            "test error (expected)".to_string()
-        });
-    }
-    assert_eq!((written, log.suppressed), (3, 0));
-}
-
 /// Spans minitrace drops at a full queue count in `ClientStats` from the
 /// reporter's start: a replacement reporter is a new Jaeger client, which
 /// must not report its predecessors' drops again.
@@ -491,7 +467,7 @@ fn queue_drops_count_from_the_reporters_start() {
     let drops = || minitrace::collector::stats().dropped_queue_full;
 
     fill();
-    let counters = crate::Counters::starting_now();
+    let counters = crate::Counters::starting_now(Default::default());
     let before = drops();
     assert!(before > 0, "the held collector let nothing be dropped");
     fill();
@@ -540,4 +516,14 @@ fn kind_status_and_links_map_to_jaeger_tags_and_references() {
         bool_tag("error", true),
     ];
     assert_eq!(span[&10], Value::List(tags));
+}
+
+/// The auto traits of 0.6.7's `JaegerReporter`, which a 0.6 user may rely
+/// on: kept whatever the transports hold.
+#[test]
+fn the_reporter_keeps_the_auto_traits_of_0_6() {
+    use std::panic::{RefUnwindSafe, UnwindSafe};
+    fn auto_traits<T: Send + Sync + Unpin + UnwindSafe + RefUnwindSafe>() {}
+    auto_traits::<crate::JaegerReporter>();
+    auto_traits::<crate::StatsHandle>();
 }

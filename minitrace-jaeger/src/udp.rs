@@ -8,7 +8,8 @@ use std::time::Duration;
 ///
 /// Connecting lets the kernel report an unreachable agent: after a datagram
 /// is refused (ICMP port unreachable), the next `send` fails with
-/// `ConnectionRefused`. Both datagrams are lost by then, so both are counted.
+/// `ConnectionRefused`. Both datagrams are lost by then: the refused one
+/// was counted sent, and is then counted lost.
 #[derive(Debug)]
 pub(crate) struct Agent {
     socket: UdpSocket,
@@ -18,9 +19,9 @@ pub(crate) struct Agent {
 
 /// A datagram that did not go out.
 pub(crate) struct SendError {
-    /// Spans lost: those of this datagram, plus those of the previous one
-    /// when the agent refused it.
-    pub(crate) lost_spans: usize,
+    /// When the agent refused the previous datagram: the spans it carried,
+    /// which were counted sent and are lost as well.
+    pub(crate) refused_before: usize,
     pub(crate) error: io::Error,
 }
 
@@ -50,18 +51,18 @@ impl Agent {
                 Ok(())
             }
             Ok(sent) => Err(SendError {
-                lost_spans: spans,
+                refused_before: 0,
                 error: io::Error::new(
                     io::ErrorKind::WriteZero,
                     format!("sent {sent} of a {}-byte datagram", datagram.len()),
                 ),
             }),
             Err(error) => {
-                let mut lost_spans = spans;
+                let mut refused_before = 0;
                 if error.kind() == io::ErrorKind::ConnectionRefused {
-                    lost_spans += std::mem::take(&mut self.last_sent_spans);
+                    refused_before = std::mem::take(&mut self.last_sent_spans);
                 }
-                Err(SendError { lost_spans, error })
+                Err(SendError { refused_before, error })
             }
         }
     }

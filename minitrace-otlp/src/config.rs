@@ -4,9 +4,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use minitrace_delivery::{redact_url, Endpoint};
 use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use ureq::http::{HeaderName, HeaderValue, Uri};
+use ureq::http::{HeaderName, HeaderValue};
 
 use crate::encode::{key_value, Encoder};
 
@@ -84,6 +85,10 @@ pub enum Compression {
 
 /// Why an [`OtlpReporter`](crate::OtlpReporter) could not be built.
 ///
+/// No error shows a secret: never a header's value (from the builder or
+/// `OTEL_EXPORTER_OTLP_HEADERS`), and an endpoint only with its user
+/// information replaced by `***`.
+///
 /// ```
 /// let error = minitrace_otlp::OtlpReporter::builder().endpoint("not a url").build().unwrap_err();
 /// assert!(matches!(error, minitrace_otlp::Error::InvalidEndpoint { .. }));
@@ -92,9 +97,11 @@ pub enum Compression {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The endpoint is not an `http://` or `https://` URL with a host.
+    /// The endpoint is not an `http://` or `https://` URL with a host, or
+    /// holds user information (`user:password@`), which is refused:
+    /// credentials go in a [header](OtlpReporterBuilder::header).
     InvalidEndpoint {
-        /// The endpoint as given.
+        /// The endpoint as given, with any user information replaced by `***`.
         endpoint: String,
         /// What is wrong with it.
         reason: String,
@@ -110,7 +117,10 @@ pub enum Error {
     InvalidEnv {
         /// The variable.
         variable: String,
-        /// Its value.
+        /// Its value, as far as it can be shown: empty for
+        /// `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`, whose values are often
+        /// credentials (the reason says which item is wrong, not what it
+        /// holds).
         value: String,
         /// What is wrong with it.
         reason: String,
@@ -126,6 +136,13 @@ pub enum Error {
     },
     /// The gRPC transport's runtime could not be started.
     Runtime(std::io::Error),
+    /// A root certificate given to
+    /// `OtlpReporterBuilder::tls_root_certificate_pem` (with the `tls`
+    /// feature) cannot be used.
+    InvalidCertificate {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -135,6 +152,9 @@ impl fmt::Display for Error {
                 write!(f, "invalid OTLP endpoint {endpoint:?}: {reason}")
             }
             Error::InvalidHeader { name, reason } => write!(f, "invalid header {name:?}: {reason}"),
+            Error::InvalidEnv { variable, value, reason } if value.is_empty() => {
+                write!(f, "invalid {variable} (its value not shown: it may hold credentials): {reason}")
+            }
             Error::InvalidEnv { variable, value, reason } => {
                 write!(f, "invalid {variable}={value:?}: {reason}")
             }
@@ -143,6 +163,7 @@ impl fmt::Display for Error {
                 write!(f, "{what} needs minitrace-otlp's `{feature}` feature")
             }
             Error::Runtime(error) => write!(f, "cannot start the gRPC runtime: {error}"),
+            Error::InvalidCertificate { reason } => write!(f, "invalid root certificate: {reason}"),
         }
     }
 }
@@ -194,13 +215,18 @@ pub struct OtlpReporterBuilder {
     max_bytes: usize,
     error_interval: Duration,
     env: EnvLookup,
+    /// PEM texts of the root certificates to trust instead of the webpki roots.
+    #[cfg(feature = "tls")]
+    roots: Vec<Vec<u8>>,
 }
 
 impl fmt::Debug for OtlpReporterBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtlpReporterBuilder")
-            .field("endpoint", &self.endpoint)
-            .field("traces_endpoint", &self.traces_endpoint)
+        let redacted = |url: &Option<String>| url.as_deref().map(redact_url);
+        let mut debug = f.debug_struct("OtlpReporterBuilder");
+        debug
+            .field("endpoint", &redacted(&self.endpoint))
+            .field("traces_endpoint", &redacted(&self.traces_endpoint))
             .field("protocol", &self.protocol)
             // Header values are often credentials: names only.
             .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
@@ -211,21 +237,38 @@ impl fmt::Debug for OtlpReporterBuilder {
             .field("resource_attributes", &self.resource_attributes)
             .field("max_spans_per_request", &self.max_spans)
             .field("max_request_bytes", &self.max_bytes)
-            .field("error_interval", &self.error_interval)
-            .finish_non_exhaustive()
+            .field("error_interval", &self.error_interval);
+        #[cfg(feature = "tls")]
+        debug.field("tls_root_certificates", &self.roots.len());
+        debug.finish_non_exhaustive()
     }
 }
 
 /// The settings a reporter is built from, resolved.
-#[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) protocol: Protocol,
     pub(crate) url: String,
+    /// Values marked sensitive.
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) timeout: Duration,
     pub(crate) compression: Compression,
     pub(crate) encoder: Encoder,
     pub(crate) error_interval: Duration,
+    #[cfg(feature = "tls")]
+    pub(crate) roots: Option<minitrace_delivery::RootCertificates>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("protocol", &self.protocol)
+            .field("url", &self.url)
+            // Names only: values are often credentials.
+            .field("headers", &self.headers.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>())
+            .field("timeout", &self.timeout)
+            .field("compression", &self.compression)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for OtlpReporterBuilder {
@@ -244,6 +287,8 @@ impl Default for OtlpReporterBuilder {
             max_bytes: DEFAULT_MAX_REQUEST_BYTES,
             error_interval: DEFAULT_ERROR_INTERVAL,
             env: Box::new(|name| std::env::var(name).ok()),
+            #[cfg(feature = "tls")]
+            roots: Vec::new(),
         }
     }
 }
@@ -275,7 +320,9 @@ impl OtlpReporterBuilder {
 
     /// Adds a header to every request (a gRPC metadata entry over gRPC),
     /// e.g. a vendor's API key; replaces one of the same name from the
-    /// environment.
+    /// environment. Its value is never shown: not by `Debug`, not in an
+    /// error, a log line or [`last_error`](crate::ReporterStats::last_error),
+    /// even when the endpoint's answer quotes it.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self
@@ -335,6 +382,27 @@ impl OtlpReporterBuilder {
     /// Default: [`DEFAULT_ERROR_INTERVAL`].
     pub fn error_interval(mut self, interval: Duration) -> Self {
         self.error_interval = interval;
+        self
+    }
+
+    /// Trusts the root certificates of `pem` (one or more PEM `CERTIFICATE`
+    /// blocks, e.g. a private CA's) for an `https://` endpoint, over HTTP
+    /// and gRPC, instead of the webpki roots (Mozilla's), which are trusted
+    /// when none is given. May be called more than once; a PEM text with no
+    /// certificate, or one a root store refuses, makes
+    /// [`build`](Self::build) fail with [`Error::InvalidCertificate`].
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/ssl/private-ca.pem").unwrap();
+    /// let reporter = minitrace_otlp::OtlpReporter::builder()
+    ///     .endpoint("https://otel-collector.internal:4318")
+    ///     .tls_root_certificate_pem(ca)
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate_pem(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.roots.push(pem.as_ref().to_vec());
         self
     }
 
@@ -419,7 +487,8 @@ impl OtlpReporterBuilder {
         };
         let mut headers = Vec::new();
         if let Some((variable, value)) = self.var_either("HEADERS") {
-            headers = pairs(&value).map_err(|reason| invalid_env(variable, value.clone(), &reason))?;
+            // Never the value in the error: it holds keys and tokens.
+            headers = pairs(&value).map_err(|reason| invalid_env(variable, String::new(), &reason))?;
         }
         headers.extend(self.headers.iter().cloned());
         let headers = checked_headers(headers)?;
@@ -430,6 +499,8 @@ impl OtlpReporterBuilder {
             ..InstrumentationScope::default()
         };
         let encoder = Encoder { resource, scope, max_spans: self.max_spans, max_bytes: self.max_bytes };
+        #[cfg(feature = "tls")]
+        let roots = self.roots()?;
         Ok(Settings {
             protocol,
             url,
@@ -438,25 +509,50 @@ impl OtlpReporterBuilder {
             compression,
             encoder,
             error_interval: self.error_interval,
+            #[cfg(feature = "tls")]
+            roots,
         })
+    }
+
+    #[cfg(feature = "tls")]
+    fn roots(&self) -> Result<Option<minitrace_delivery::RootCertificates>, Error> {
+        let invalid = |error: minitrace_delivery::CertificateError| {
+            let reason = error.to_string();
+            let reason = reason.strip_prefix("invalid root certificate: ").unwrap_or(&reason).to_owned();
+            Error::InvalidCertificate { reason }
+        };
+        let mut roots: Option<minitrace_delivery::RootCertificates> = None;
+        for pem in &self.roots {
+            match &mut roots {
+                Some(roots) => roots.add_pem(pem).map_err(invalid)?,
+                None => roots = Some(minitrace_delivery::RootCertificates::from_pem(pem).map_err(invalid)?),
+            }
+        }
+        Ok(roots)
     }
 
     fn url(&self, protocol: Protocol) -> Result<String, Error> {
         let grpc = protocol == Protocol::Grpc;
-        let (url, exact) = if let Some(url) = &self.traces_endpoint {
-            (url.clone(), true)
+        // The URL, whether it is used as is, and the variable it came from.
+        let (url, exact, variable) = if let Some(url) = &self.traces_endpoint {
+            (url.clone(), true, None)
         } else if let Some(url) = &self.endpoint {
-            (url.clone(), grpc)
-        } else if let Some((_, url)) = self.var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-            (url, true)
-        } else if let Some((_, url)) = self.var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-            (url, grpc)
+            (url.clone(), grpc, None)
+        } else if let Some((variable, url)) = self.var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            (url, true, Some(variable))
+        } else if let Some((variable, url)) = self.var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            (url, grpc, Some(variable))
         } else if grpc {
-            ("http://localhost:4317".to_owned(), true)
+            ("http://localhost:4317".to_owned(), true, None)
         } else {
-            ("http://localhost:4318".to_owned(), false)
+            ("http://localhost:4318".to_owned(), false, None)
         };
-        check_url(&url)?;
+        check_url(&url).map_err(|error| match (error, variable) {
+            (Error::InvalidEndpoint { endpoint, reason }, Some(variable)) => {
+                Error::InvalidEndpoint { endpoint, reason: format!("{reason} (in {variable})") }
+            }
+            (error, _) => error,
+        })?;
         Ok(if exact { url } else { format!("{}/v1/traces", url.trim_end_matches('/')) })
     }
 
@@ -506,48 +602,49 @@ fn not_enabled(what: &str, feature: &'static str) -> Error {
     Error::FeatureNotEnabled { what: what.to_owned(), feature }
 }
 
-/// Checks that `url` is an `http://` (or, with `tls`, `https://`) URL with a host.
+/// Checks that `url` is an `http://` (or, with `tls`, `https://`) URL with a
+/// host and no user information; the error shows it without the latter.
 fn check_url(url: &str) -> Result<(), Error> {
-    let invalid =
-        |reason: &str| Error::InvalidEndpoint { endpoint: url.to_owned(), reason: reason.to_owned() };
-    let uri: Uri = url.parse().map_err(|error| invalid(&format!("not a URL: {error}")))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") if cfg!(feature = "tls") => {}
-        Some("https") => return Err(not_enabled(&format!("the https:// endpoint {url:?}"), "tls")),
-        Some(other) => return Err(invalid(&format!("scheme {other:?} is not http or https"))),
-        None => return Err(invalid("no scheme: write http:// or https:// before the host")),
+    let endpoint = Endpoint::parse(url).map_err(|error| Error::InvalidEndpoint {
+        endpoint: error.url().to_owned(),
+        reason: error.reason().to_owned(),
+    })?;
+    if endpoint.is_https() && !cfg!(feature = "tls") {
+        return Err(not_enabled(&format!("the https:// endpoint {endpoint}"), "tls"));
     }
-    match uri.host() {
-        Some(host) if !host.is_empty() => Ok(()),
-        _ => Err(invalid("no host")),
-    }
+    Ok(())
 }
 
 /// `key=value,key=value`, each part trimmed and URL-decoded (the format of
-/// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_RESOURCE_ATTRIBUTES`).
+/// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_RESOURCE_ATTRIBUTES`). An error
+/// says which item is wrong, never what it holds: a header's value is
+/// often a credential, and a malformed list may have cut one in two.
 fn pairs(list: &str) -> Result<Vec<(String, String)>, String> {
-    let decode = |part: &str| {
+    let items: Vec<&str> = list.split(',').filter(|item| !item.trim().is_empty()).collect();
+    let count = items.len();
+    let decode = |part: &str, which: &str, number: usize| {
         percent_encoding::percent_decode_str(part.trim())
             .decode_utf8()
             .map(|decoded| decoded.into_owned())
-            .map_err(|error| format!("{part:?} is not UTF-8 once decoded: {error}"))
+            .map_err(|_| format!("the {which} of item {number} of {count} is not UTF-8 once URL-decoded"))
     };
     let mut pairs = Vec::new();
-    for item in list.split(',').filter(|item| !item.trim().is_empty()) {
+    for (index, item) in items.into_iter().enumerate() {
+        let number = index + 1;
         let Some((key, value)) = item.split_once('=') else {
-            return Err(format!("{item:?} is not key=value"));
+            return Err(format!("item {number} of {count} is not key=value"));
         };
-        let key = decode(key)?;
+        let key = decode(key, "key", number)?;
         if key.is_empty() {
-            return Err(format!("{item:?} has no key"));
+            return Err(format!("item {number} of {count} has no key"));
         }
-        pairs.push((key, decode(value)?));
+        pairs.push((key, decode(value, "value", number)?));
     }
     Ok(pairs)
 }
 
 /// Valid HTTP headers; a later one replaces an earlier one of the same name.
+/// An error names the header, never its value.
 fn checked_headers(headers: Vec<(String, String)>) -> Result<Vec<(HeaderName, HeaderValue)>, Error> {
     let mut checked: Vec<(HeaderName, HeaderValue)> = Vec::new();
     for (name, value) in headers {

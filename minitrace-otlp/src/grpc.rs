@@ -13,8 +13,9 @@ use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
+use minitrace_delivery::Attempt;
+
 use crate::config::{Compression, Error, Settings};
-use crate::retry::Attempt;
 
 pub(crate) struct GrpcExporter {
     runtime: tokio::runtime::Runtime,
@@ -24,7 +25,16 @@ pub(crate) struct GrpcExporter {
 
 impl std::fmt::Debug for GrpcExporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrpcExporter").finish_non_exhaustive()
+        // The metadata's keys only: its values are often credentials.
+        let keys: Vec<&str> = self
+            .metadata
+            .keys()
+            .map(|key| match key {
+                tonic::metadata::KeyRef::Ascii(key) => key.as_str(),
+                tonic::metadata::KeyRef::Binary(key) => key.as_str(),
+            })
+            .collect();
+        f.debug_struct("GrpcExporter").field("metadata", &keys).finish_non_exhaustive()
     }
 }
 
@@ -38,7 +48,12 @@ impl GrpcExporter {
             .connect_timeout(settings.timeout);
         #[cfg(feature = "tls")]
         let endpoint = if settings.url.starts_with("https://") {
-            let tls = tonic::transport::ClientTlsConfig::new().with_webpki_roots();
+            let tls = tonic::transport::ClientTlsConfig::new();
+            // The roots given, else the webpki roots: as over HTTP.
+            let tls = match &settings.roots {
+                Some(roots) => tls.ca_certificate(tonic::transport::Certificate::from_pem(roots.pem())),
+                None => tls.with_webpki_roots(),
+            };
             endpoint.tls_config(tls).map_err(|error| invalid(error.to_string()))?
         } else {
             endpoint
@@ -58,7 +73,8 @@ impl GrpcExporter {
             let header =
                 || Error::InvalidHeader { name: name.to_string(), reason: "not valid gRPC metadata".into() };
             let key = MetadataKey::from_bytes(name.as_str().as_bytes()).map_err(|_| header())?;
-            let value = MetadataValue::try_from(value.as_bytes()).map_err(|_| header())?;
+            let mut value = MetadataValue::try_from(value.as_bytes()).map_err(|_| header())?;
+            value.set_sensitive(true);
             metadata.insert(key, value);
         }
         Ok(GrpcExporter { runtime, client, metadata })
@@ -70,10 +86,11 @@ impl GrpcExporter {
         *call.metadata_mut() = self.metadata.clone();
         call.set_timeout(timeout);
         let client = &mut self.client;
+        let start = std::time::Instant::now();
         let result =
             self.runtime.block_on(async { tokio::time::timeout(timeout, client.export(call)).await });
         let status = match result {
-            Err(_elapsed) => return Attempt::Failed(format!("timed out after {timeout:?}")),
+            Err(_elapsed) => return Attempt::TimedOut(format!("no answer in time ({timeout:?})")),
             Ok(Ok(response)) => {
                 let partial = response.into_inner().partial_success.unwrap_or_default();
                 let rejected = partial.rejected_spans.max(0) as u64;
@@ -84,7 +101,15 @@ impl GrpcExporter {
         let error = format!("gRPC {:?}: {}", status.code(), status.message());
         if refused(&status) {
             // Down: nothing to wait for within one report; the next report tries again.
-            return Attempt::Failed(error);
+            return Attempt::Unreachable(error);
+        }
+        if let Some(tls) = tls_failure(&status) {
+            // A certificate refused is refused again: not retried.
+            return Attempt::Failed(format!("gRPC {:?}: TLS: {tls}", status.code()));
+        }
+        if start.elapsed() >= timeout {
+            // Cancelled by the deadline given to tonic: the time is up.
+            return Attempt::TimedOut(format!("{error} ({timeout:?})"));
         }
         match status.code() {
             // The codes the OTLP spec lists as retryable.
@@ -100,14 +125,23 @@ impl GrpcExporter {
     }
 }
 
+/// The errors under `status`, the outermost first.
+fn sources(status: &tonic::Status) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(status.source(), |&error| error.source())
+}
+
 /// Whether the connection was refused, somewhere down the error's sources.
 fn refused(status: &tonic::Status) -> bool {
-    let mut source = status.source();
-    while let Some(error) = source {
-        if error.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused) {
-            return true;
-        }
-        source = error.source();
-    }
-    false
+    sources(status).any(|error| {
+        error.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
+    })
+}
+
+/// The TLS error under `status`, if the handshake failed: rustls reports a
+/// refused certificate as an `InvalidData` I/O error around its own.
+fn tls_failure(status: &tonic::Status) -> Option<String> {
+    sources(status).find_map(|error| {
+        let io = error.downcast_ref::<io::Error>()?;
+        (io.kind() == io::ErrorKind::InvalidData).then(|| io.to_string())
+    })
 }

@@ -1,47 +1,53 @@
-//! OTLP/HTTP: `POST /v1/traces` through ureq, with a protobuf (or JSON)
-//! body, gzip-compressed if asked.
+//! OTLP/HTTP: a protobuf (or JSON) body, gzip-compressed if asked, posted
+//! by minitrace-delivery's HTTP client; the answer's partial success read
+//! here.
 
-use std::io::{self, Write};
-use std::time::Duration;
+use std::io::Write;
 
+use minitrace_delivery::{Endpoint, HttpClient, PartialSuccess};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
-use ureq::http::{HeaderName, HeaderValue, Response};
-use ureq::Body;
 
-use crate::config::{Compression, Protocol, Settings};
-use crate::retry::Attempt;
-
-/// The most of a response body read: OTLP answers are small.
-const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
+use crate::config::{Compression, Error, Protocol, Settings};
 
 #[derive(Debug)]
 pub(crate) struct HttpExporter {
-    agent: ureq::Agent,
-    url: String,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) client: HttpClient,
     gzip: bool,
     json: bool,
 }
 
 impl HttpExporter {
-    pub(crate) fn new(settings: &Settings) -> HttpExporter {
-        let agent = ureq::Agent::config_builder()
-            // Statuses are OTLP answers to read (retryable or not), not errors.
-            .http_status_as_error(false)
-            .timeout_global(Some(settings.timeout))
-            .user_agent(concat!("minitrace-otlp/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
-        HttpExporter {
-            agent,
-            url: settings.url.clone(),
-            headers: settings.headers.clone(),
-            gzip: settings.compression == Compression::Gzip,
-            json: settings.protocol == Protocol::HttpJson,
+    pub(crate) fn new(settings: &Settings) -> Result<HttpExporter, Error> {
+        let endpoint = Endpoint::parse(&settings.url).map_err(|error| Error::InvalidEndpoint {
+            endpoint: error.url().to_owned(),
+            reason: error.reason().to_owned(),
+        })?;
+        let json = settings.protocol == Protocol::HttpJson;
+        let gzip = settings.compression == Compression::Gzip;
+        let content_type = if json { "application/json" } else { "application/x-protobuf" };
+        let mut client = HttpClient::new(endpoint, content_type);
+        client.set_user_agent(concat!("minitrace-otlp/", env!("CARGO_PKG_VERSION")));
+        // Vendors' endpoints are often reached through an egress proxy.
+        client.set_proxy_from_env(true);
+        client.set_content_encoding(gzip.then_some("gzip"));
+        client.set_answer_reader(read_answer);
+        for (name, value) in &settings.headers {
+            let value = value.to_str().map_err(|_| Error::InvalidHeader {
+                name: name.to_string(),
+                reason: "not visible ASCII".into(),
+            })?;
+            client
+                .add_header(name.as_str(), value)
+                .map_err(|reason| Error::InvalidHeader { name: name.to_string(), reason })?;
         }
+        #[cfg(feature = "tls")]
+        if let Some(roots) = &settings.roots {
+            client.set_root_certificates(roots.clone());
+        }
+        Ok(HttpExporter { client, gzip, json })
     }
 
     /// The request body, encoded and compressed once for every try.
@@ -66,55 +72,19 @@ impl HttpExporter {
 
     #[cfg(not(feature = "http-json"))]
     fn encode(&self, request: &ExportTraceServiceRequest) -> Vec<u8> {
+        let _ = self.json;
         request.encode_to_vec()
     }
+}
 
-    /// One try: POSTs `body`, waiting at most `timeout`.
-    pub(crate) fn send(&self, body: &[u8], timeout: Duration) -> Attempt {
-        let content_type = if self.json { "application/json" } else { "application/x-protobuf" };
-        let mut request = self.agent.post(&self.url).header("content-type", content_type);
-        if self.gzip {
-            request = request.header("content-encoding", "gzip");
-        }
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
-        let result = request.config().timeout_global(Some(timeout)).build().send(body);
-        match result {
-            Ok(response) => self.answer(response),
-            Err(error) => transport_error(error),
-        }
-    }
-
-    fn answer(&self, mut response: Response<Body>) -> Attempt {
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|value| value.to_str().ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let json = response
-            .headers()
-            .get("content-type")
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("application/json"));
-        let body = response.body_mut().with_config().limit(MAX_RESPONSE_BYTES).read_to_vec();
-        match status {
-            200..=299 => {
-                // The status says delivered; an unreadable body cannot take that back.
-                let answer = body.ok().and_then(|body| decode_response(&body, json)).unwrap_or_default();
-                let partial = answer.partial_success.unwrap_or_default();
-                Attempt::Delivered {
-                    rejected: partial.rejected_spans.max(0) as u64,
-                    message: partial.error_message,
-                }
-            }
-            429 | 502 | 503 | 504 => {
-                Attempt::Retry { error: describe(status, body.ok()), after: retry_after }
-            }
-            _ => Attempt::Failed(describe(status, body.ok())),
-        }
-    }
+/// The partial success in a 2xx answer's `ExportTraceServiceResponse`,
+/// protobuf or (with `http-json`) JSON as its `Content-Type` says; none if
+/// the body is empty or unreadable.
+fn read_answer(body: &[u8], content_type: Option<&str>) -> PartialSuccess {
+    let json = content_type.is_some_and(|value| value.starts_with("application/json"));
+    let answer = decode_response(body, json).unwrap_or_default();
+    let partial = answer.partial_success.unwrap_or_default();
+    PartialSuccess::new(partial.rejected_spans.max(0) as u64, partial.error_message)
 }
 
 fn decode_response(body: &[u8], json: bool) -> Option<ExportTraceServiceResponse> {
@@ -124,37 +94,4 @@ fn decode_response(body: &[u8], json: bool) -> Option<ExportTraceServiceResponse
     }
     let _ = json;
     ExportTraceServiceResponse::decode(body).ok()
-}
-
-/// `HTTP 400` and the printable part of the body (a `google.rpc.Status`
-/// whose message is text), for the error message.
-fn describe(status: u16, body: Option<Vec<u8>>) -> String {
-    let text: String = String::from_utf8_lossy(&body.unwrap_or_default())
-        .chars()
-        .filter(|c| !c.is_control() && *c != char::REPLACEMENT_CHARACTER)
-        .take(200)
-        .collect();
-    let text = text.trim();
-    if text.is_empty() {
-        format!("HTTP {status}")
-    } else {
-        format!("HTTP {status}: {text}")
-    }
-}
-
-fn transport_error(error: ureq::Error) -> Attempt {
-    match error {
-        ureq::Error::Timeout(what) => Attempt::Failed(format!("timed out ({what})")),
-        // Down or unknown: nothing to wait for within one report; the next report tries again.
-        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Attempt::Failed(error.to_string()),
-        ureq::Error::Io(ref io) if io.kind() == io::ErrorKind::ConnectionRefused => {
-            Attempt::Failed(format!("connection refused: {io}"))
-        }
-        ureq::Error::Io(ref io) if io.kind() == io::ErrorKind::TimedOut => Attempt::Failed(error.to_string()),
-        // A connection dropped without an answer: the OTLP spec says to retry.
-        ureq::Error::Io(_) | ureq::Error::Protocol(_) => {
-            Attempt::Retry { error: error.to_string(), after: None }
-        }
-        other => Attempt::Failed(other.to_string()),
-    }
 }

@@ -73,21 +73,42 @@
 //! Reports are split into requests of at most
 //! [`max_spans_per_request`](OtlpReporterBuilder::max_spans_per_request)
 //! spans and about [`max_request_bytes`](OtlpReporterBuilder::max_request_bytes)
-//! bytes, so a trace of any size goes whole. A request answered with HTTP
+//! bytes, so a trace of any size goes whole. Each request is delivered by
+//! [minitrace-delivery](minitrace_delivery), the layer minitrace-jaeger
+//! shares, with the OTLP spec's retry policy: a request answered with HTTP
 //! 429, 502, 503 or 504 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the
-//! other codes the OTLP spec lists), or whose connection dropped without
-//! an answer, is sent again after the server's `Retry-After` (seconds) or
-//! an exponential backoff; but one report never takes longer than the
+//! other codes the OTLP spec lists) is sent again after the server's
+//! `Retry-After` (seconds or an HTTP date) or an exponential backoff with
+//! jitter, and one whose kept-alive connection closed unanswered at once;
+//! but one report never takes longer than the
 //! [timeout](OtlpReporterBuilder::timeout), so minitrace's collector thread
-//! is never held past it: a retry that would not fit is not made. A
-//! refused connection is not retried within the report.
+//! is never held past it: a retry that would not fit is not made. Any
+//! other status is not retried, nor a partial success, nor a TLS failure;
+//! a refused connection is not retried, nor the rest of the report sent.
+//! After a timeout, requests fail unsent for 5 s, so that a dead endpoint
+//! does not hold every report. Redirects are never followed: a `3xx` is a
+//! failed delivery, so spans and their headers (a vendor's key) never go
+//! to another host.
 //!
-//! Every span that is not delivered (refused, timed out, answered with an
-//! error, or rejected in an OTLP partial success) is counted in
-//! minitrace's loss counters with [`count_dropped_by_reporter`] and in
-//! the reporter's [`stats`](OtlpReporter::stats); errors are written to
-//! standard error at most once per
+//! Every span handed to the reporter ends counted in exactly one of sent,
+//! rejected (in an OTLP partial success) and failed (refused, timed out,
+//! answered with an error) in the reporter's [`stats`](OtlpReporter::stats);
+//! the last two also in minitrace's loss counters with
+//! [`count_dropped_by_reporter`](minitrace::collector::count_dropped_by_reporter).
+//! Errors are written to standard error at most once per
 //! [interval](OtlpReporterBuilder::error_interval).
+//!
+//! # Secrets
+//!
+//! Header values, from the builder or `OTEL_EXPORTER_OTLP_HEADERS`, are
+//! never shown: not by `Debug` (of the builder or the reporter, which show
+//! header names only), not in a build [`Error`] (a malformed
+//! `OTEL_EXPORTER_OTLP_HEADERS` is named, with which item is wrong, never
+//! its text), not in a log line or
+//! [`last_error`](ReporterStats::last_error), even when the endpoint's
+//! answer quotes them. An endpoint with user information
+//! (`https://user:password@host`) is refused, and shown with it replaced
+//! by `***`: credentials go in a header.
 //!
 //! # Features
 //!
@@ -99,7 +120,9 @@
 //! - `http-json`: OTLP/HTTP with JSON bodies, from `opentelemetry-proto`'s
 //!   serde derives (hex ids, lowerCamelCase names, enums as numbers, 64-bit
 //!   numbers as strings: OTLP/JSON).
-//! - `tls`: `https://` endpoints, with rustls and the webpki roots.
+//! - `tls`: `https://` endpoints, with rustls and the webpki roots, or the
+//!   roots given to `OtlpReporterBuilder::tls_root_certificate_pem` (a
+//!   private CA's), over HTTP and gRPC.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -109,13 +132,13 @@ mod encode;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
-mod retry;
 mod stats;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::fmt;
+use std::time::Duration;
 
-use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
+use minitrace::collector::{Reporter, SpanRecord};
+use minitrace_delivery::{Delivery, Report};
 use prost::Message;
 
 pub use crate::config::{
@@ -126,7 +149,6 @@ pub use crate::stats::{ReporterStats, StatsHandle};
 
 use crate::config::Settings;
 use crate::encode::{span_count, Encoder};
-use crate::stats::{Counters, ErrorLog};
 
 /// Reports spans to an OTLP endpoint; see the [crate docs](crate).
 ///
@@ -134,21 +156,33 @@ use crate::stats::{Counters, ErrorLog};
 /// let reporter = minitrace_otlp::OtlpReporter::builder().service_name("checkout").build().unwrap();
 /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
 /// ```
-#[derive(Debug)]
 pub struct OtlpReporter {
     encoder: Encoder,
     transport: Transport,
     url: String,
     protocol: Protocol,
     timeout: Duration,
-    counters: Arc<Counters>,
-    errors: ErrorLog,
+    delivery: Delivery,
+}
+
+impl fmt::Debug for OtlpReporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtlpReporter")
+            .field("url", &self.url)
+            .field("protocol", &self.protocol)
+            .field("timeout", &self.timeout)
+            // The transport shows its headers' names only.
+            .field("transport", &self.transport)
+            .field("stats", &self.stats().get())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
 enum Transport {
-    Http(http::HttpExporter),
-    // Boxed: the runtime and channel are large, and one reporter has one transport.
+    // Boxed: the client, the runtime and the channel are large, and one
+    // reporter has one transport.
+    Http(Box<http::HttpExporter>),
     #[cfg(feature = "grpc")]
     Grpc(Box<grpc::GrpcExporter>),
 }
@@ -169,16 +203,20 @@ impl OtlpReporter {
         let transport = match settings.protocol {
             #[cfg(feature = "grpc")]
             Protocol::Grpc => Transport::Grpc(Box::new(grpc::GrpcExporter::new(&settings)?)),
-            _ => Transport::Http(http::HttpExporter::new(&settings)),
+            _ => Transport::Http(Box::new(http::HttpExporter::new(&settings)?)),
         };
+        let mut delivery = Delivery::new("minitrace-otlp", settings.url.clone());
+        delivery.set_error_interval(settings.error_interval);
+        for (_, value) in &settings.headers {
+            delivery.hide(&String::from_utf8_lossy(value.as_bytes()));
+        }
         Ok(OtlpReporter {
             encoder: settings.encoder,
             transport,
             url: settings.url,
             protocol: settings.protocol,
             timeout: settings.timeout,
-            counters: Arc::default(),
-            errors: ErrorLog::new(settings.error_interval),
+            delivery,
         })
     }
 
@@ -214,7 +252,7 @@ impl OtlpReporter {
     /// assert_eq!(stats.get().spans_failed, 0);
     /// ```
     pub fn stats(&self) -> StatsHandle {
-        StatsHandle(self.counters.clone())
+        StatsHandle(self.delivery.counters().clone())
     }
 
     /// The protobuf `ExportTraceServiceRequest`s this reporter would send
@@ -238,38 +276,20 @@ impl Reporter for OtlpReporter {
         if spans.is_empty() {
             return;
         }
-        let deadline = Instant::now() + self.timeout;
+        let mut report = Report::new(self.timeout);
         for request in self.encoder.requests(spans) {
             let count = span_count(&request);
-            let counters = &*self.counters;
-            let result = match &mut self.transport {
+            match &mut self.transport {
                 Transport::Http(http) => {
                     let body = http.body(&request);
-                    retry::deliver(deadline, counters, |left| http.send(&body, left))
+                    let client = &http.client;
+                    self.delivery
+                        .deliver(&mut report, count, body.len() as u64, |left| client.post(&body, left));
                 }
                 #[cfg(feature = "grpc")]
-                Transport::Grpc(grpc) => retry::deliver(deadline, counters, |left| grpc.send(&request, left)),
-            };
-            match result {
-                Ok((rejected, message)) => {
-                    let rejected = rejected.min(count);
-                    Counters::add(&counters.spans_sent, count - rejected);
-                    if rejected > 0 {
-                        Counters::add(&counters.spans_rejected, rejected);
-                        count_dropped_by_reporter(rejected);
-                    }
-                    if rejected > 0 || !message.is_empty() {
-                        let error = format!("{} rejected {rejected} of {count} spans: {message}", self.url);
-                        counters.set_last_error(&error);
-                        self.errors.log(&error);
-                    }
-                }
-                Err(error) => {
-                    Counters::add(&counters.spans_failed, count);
-                    count_dropped_by_reporter(count);
-                    let error = format!("{count} spans not delivered to {}: {error}", self.url);
-                    counters.set_last_error(&error);
-                    self.errors.log(&error);
+                Transport::Grpc(grpc) => {
+                    let bytes = request.encoded_len() as u64;
+                    self.delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
                 }
             }
         }

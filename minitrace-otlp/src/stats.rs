@@ -1,10 +1,9 @@
-//! What became of the spans handed to the reporter, and the rate-limited
-//! error messages on standard error.
+//! What became of the spans handed to the reporter: minitrace-delivery's
+//! counters, read.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+
+use minitrace_delivery::Counters;
 
 /// A snapshot of an [`OtlpReporter`](crate::OtlpReporter)'s counters, since
 /// it was built.
@@ -35,7 +34,7 @@ pub struct ReporterStats {
     /// retryable answer.
     pub retries: u64,
     /// The last error seen, if any: a failed request or a partial success's
-    /// message.
+    /// message. It never holds a header's value.
     pub last_error: Option<String>,
 }
 
@@ -62,67 +61,14 @@ impl StatsHandle {
     /// assert_eq!(reporter.stats().get().requests, 0);
     /// ```
     pub fn get(&self) -> ReporterStats {
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let counters = &self.0;
+        let counters = self.0.get();
         ReporterStats {
-            spans_sent: read(&counters.spans_sent),
-            spans_rejected: read(&counters.spans_rejected),
-            spans_failed: read(&counters.spans_failed),
-            requests: read(&counters.requests),
-            retries: read(&counters.retries),
-            last_error: counters.last_error.lock().unwrap_or_else(|poison| poison.into_inner()).clone(),
+            spans_sent: counters.spans_sent,
+            spans_rejected: counters.spans_rejected,
+            spans_failed: counters.spans_failed,
+            requests: counters.requests,
+            retries: counters.retries,
+            last_error: self.0.last_error(),
         }
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) spans_sent: AtomicU64,
-    pub(crate) spans_rejected: AtomicU64,
-    pub(crate) spans_failed: AtomicU64,
-    pub(crate) requests: AtomicU64,
-    pub(crate) retries: AtomicU64,
-    last_error: Mutex<Option<String>>,
-}
-
-impl Counters {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn set_last_error(&self, error: &str) {
-        *self.last_error.lock().unwrap_or_else(|poison| poison.into_inner()) = Some(error.to_owned());
-    }
-}
-
-/// Prints errors to standard error at most once per interval, with the
-/// count of those held back since, so a dead backend does not flood it.
-#[derive(Debug)]
-pub(crate) struct ErrorLog {
-    interval: Duration,
-    last_printed: Option<Instant>,
-    held_back: u64,
-}
-
-impl ErrorLog {
-    pub(crate) fn new(interval: Duration) -> ErrorLog {
-        ErrorLog { interval, last_printed: None, held_back: 0 }
-    }
-
-    pub(crate) fn log(&mut self, error: &str) {
-        let now = Instant::now();
-        if self.last_printed.is_some_and(|at| now.duration_since(at) < self.interval) {
-            self.held_back += 1;
-            return;
-        }
-        let held_back = std::mem::take(&mut self.held_back);
-        let more = if held_back > 0 {
-            format!(" ({held_back} more errors since the last message)")
-        } else {
-            String::new()
-        };
-        // A closed stderr must not become a panic on the collector thread.
-        let _ = writeln!(std::io::stderr(), "minitrace-otlp: {error}{more}");
-        self.last_printed = Some(now);
     }
 }
