@@ -36,6 +36,10 @@ $jaeger_was_running || trap 'bash scripts/jaeger.sh stop' EXIT
 
 cargo test --workspace --release
 
+# The handover between traced threads and the collector, under the model
+# checker loom: every interleaving of writers and harvests (a few seconds).
+cargo test -p minitrace --release --lib --features loom loom
+
 # minitrace-otlp's optional transports, which no crate of the workspace
 # enables, so the run above builds none: its tests again with OTLP/gRPC,
 # OTLP/HTTP JSON and TLS, the gRPC and JSON end-to-end tests included.

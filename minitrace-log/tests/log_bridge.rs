@@ -166,3 +166,47 @@ fn records_from_several_threads_go_to_each_ones_span() {
         );
     }
 }
+
+/// As a `spawn_blocking` handler: a request's child span moved to a worker
+/// thread of a pool, made the worker's local parent while it logs, ended
+/// there, then the request ends. Every line becomes an event of the child,
+/// within its time, in every one of the 300 requests.
+#[test]
+fn records_on_a_pool_thread_reach_the_request_span_every_time() {
+    setup();
+    let (jobs, queue) = std::sync::mpsc::channel::<(Span, std::sync::mpsc::Sender<()>)>();
+    let pool = std::thread::spawn(move || {
+        for (span, done) in queue {
+            {
+                let _guard = span.set_local_parent();
+                for line in 0..3 {
+                    log::info!("blocking step {line}");
+                }
+            }
+            drop(span);
+            done.send(()).unwrap();
+        }
+    });
+    let mut traces = Vec::new();
+    for _ in 0..300 {
+        let context = SpanContext::random();
+        let root = Span::root("request", context);
+        let (done, finished) = std::sync::mpsc::channel();
+        jobs.send((Span::enter_with_parent("blocking", &root), done)).unwrap();
+        finished.recv().unwrap();
+        drop(root);
+        traces.push(context.trace_id);
+    }
+    drop(jobs);
+    pool.join().unwrap();
+    for trace in traces {
+        let spans = spans_of(trace);
+        let blocking = spans.iter().find(|span| span.name == "blocking").expect("the blocking span");
+        let names: Vec<&str> = blocking.events.iter().map(|event| event.name.as_ref()).collect();
+        assert_eq!(names, ["blocking step 0", "blocking step 1", "blocking step 2"], "trace {trace:?}");
+        let end = blocking.begin_time_unix_ns + blocking.duration_ns;
+        for event in &blocking.events {
+            assert!((blocking.begin_time_unix_ns..=end).contains(&event.timestamp_unix_ns), "{event:?}");
+        }
+    }
+}

@@ -142,6 +142,41 @@ fn a_span_entered_on_several_threads_is_each_ones_local_parent() {
     assert!(trace.all("second visit").iter().all(|visit| visit.parent_id == fan_out.span_id));
 }
 
+/// Events on every thread a span visits, 200 times over: each reaches the
+/// span, within its time.
+#[test]
+fn events_from_every_thread_a_span_visits_reach_it() {
+    setup();
+    for _ in 0..200 {
+        let trace = trace(|| {
+            let shared = tracing::info_span!("visited");
+            let threads: Vec<_> = (0..3)
+                .map(|thread| {
+                    let shared = shared.clone();
+                    std::thread::spawn(move || shared.in_scope(|| tracing::info!(thread, "on a thread")))
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+        });
+        let visited = trace.span("visited");
+        let mut threads: Vec<&str> = visited
+            .events
+            .iter()
+            .filter(|event| event.name == "on a thread")
+            .filter_map(|event| property(&event.properties, "thread"))
+            .collect();
+        threads.sort_unstable();
+        assert_eq!(threads, ["0", "1", "2"], "{visited:?}");
+        let end = visited.begin_time_unix_ns + visited.duration_ns;
+        assert!(visited
+            .events
+            .iter()
+            .all(|event| (visited.begin_time_unix_ns..=end).contains(&event.timestamp_unix_ns)));
+    }
+}
+
 #[test]
 fn concurrent_traces_on_several_threads_stay_apart() {
     setup();

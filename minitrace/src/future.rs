@@ -101,10 +101,15 @@ impl<T: Future> Future for InSpan<T> {
         let this = self.project();
         let guard = this.span.set_local_parent();
         let result = this.inner.poll(cx);
-        drop(guard);
         if result.is_ready() {
+            drop(guard);
             // The span ends when the future completes, not when it is dropped.
             drop(std::mem::take(this.span));
+        } else {
+            // Polled again later, maybe on another thread, where the span
+            // may end: what this poll recorded must not wait on this
+            // thread for it (a trace would then be reported in two parts).
+            guard.drop_unparked();
         }
         result
     }

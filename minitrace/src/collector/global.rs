@@ -106,6 +106,9 @@ fn wait_for_cycle(mut control: MutexGuard<'static, Control>) {
 }
 fn run_collector() {
     ON_COLLECTOR_THREAD.with(|on| on.set(true));
+    // Before the first harvest: the traced threads' half of the handover's
+    // barrier costs nothing once the collector's half is a system call.
+    crate::util::barrier::prepare();
     let mut collector: Option<Collector> = None;
     loop {
         let (pending, flush_target) = {

@@ -57,6 +57,25 @@ pub(crate) enum Role {
 }
 
 impl Batch {
+    /// Its spans and events.
+    pub(crate) fn entries(&self) -> usize {
+        match self {
+            Batch::Local { spans, .. } => spans.len(),
+            Batch::Shared { spans, .. } => spans.len(),
+        }
+    }
+
+    /// The ids its spans' records will have under `target` (events aside).
+    pub(crate) fn for_each_span_id(&self, target: &Target, mut each: impl FnMut(SpanId)) {
+        let (spans, ids) = match self {
+            Batch::Local { spans, .. } => (&spans[..], IdMap::Keep),
+            Batch::Shared { spans, ids } => (&spans[..], *ids),
+        };
+        for raw in spans.iter().filter(|raw| !raw.is_event()) {
+            each(ids.apply(raw.id, target));
+        }
+    }
+
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, ids) = match self {

@@ -34,6 +34,26 @@ impl Part<'_> {
         }
     }
 
+    /// The ids its spans' records will have under `target` (events aside).
+    pub(crate) fn for_each_span_id(&self, target: &Target, mut each: impl FnMut(SpanId)) {
+        match self {
+            Part::Batch(batch) => batch.for_each_span_id(target, each),
+            Part::Ended(state, _) => each(state.id()),
+        }
+    }
+
+    /// The events it carries.
+    pub(crate) fn event_count(&self) -> usize {
+        match self {
+            Part::Batch(batch) => match batch {
+                Batch::Local { events: false, .. } => 0,
+                Batch::Local { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
+                Batch::Shared { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
+            },
+            Part::Ended(state, _) => state.event_count(),
+        }
+    }
+
     /// How long it lasted, if it is one span.
     pub(crate) fn span_duration(&self) -> Option<Duration> {
         match self {

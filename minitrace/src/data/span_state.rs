@@ -175,6 +175,28 @@ impl SpanState {
         crate::util::lock(&self.extra.get_or_default().events).push(event);
     }
 
+    #[allow(dead_code)] // the flight recorder's retention uses it next
+    /// The heap bytes the span owns beside its own 64: what it keeps out of
+    /// line (an owned name, properties, events, further targets).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.extra.get().map_or(0, |extra| {
+            let events = crate::util::lock(&extra.events);
+            std::mem::size_of::<Extra>()
+                + extra.name.as_ref().map_or(0, crate::data::record::owned_bytes)
+                + crate::data::record::properties_bytes(&extra.properties)
+                + events
+                    .iter()
+                    .map(|event| std::mem::size_of::<RawSpan>() + event.heap_bytes())
+                    .sum::<usize>()
+                + extra.more_targets.capacity() * std::mem::size_of::<Target>()
+        })
+    }
+
+    /// The events added through `&Span`.
+    pub(crate) fn event_count(&self) -> usize {
+        self.extra.get().map_or(0, |extra| crate::util::lock(&extra.events).len())
+    }
+
     /// How many records the span yields: one per target.
     pub(crate) fn target_count(&self) -> usize {
         1 + self.extra.get().map_or(0, |extra| extra.more_targets.len())

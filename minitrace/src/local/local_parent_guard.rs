@@ -20,6 +20,16 @@ pub struct LocalParentGuard {
     pub(crate) _not_send: PhantomData<*const ()>,
 }
 
+impl LocalParentGuard {
+    /// Drops the guard; the local spans it recorded go on now rather than
+    /// wait on this thread for their root (see `InSpan`).
+    pub(crate) fn drop_unparked(mut self) {
+        if let Some(epoch) = self.epoch.take() {
+            stack::close_line_unparked(epoch);
+        }
+    }
+}
+
 impl Drop for LocalParentGuard {
     // Inlined: a no-op guard's drop is one test in the caller.
     #[inline(always)]

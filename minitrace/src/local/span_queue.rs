@@ -122,6 +122,8 @@ impl SpanQueue {
         if self.make_room().is_some() {
             self.spans.push(RawSpan::event(self.current, name, properties));
             self.events += 1;
+        } else {
+            stats::count_dropped_events(1);
         }
     }
 

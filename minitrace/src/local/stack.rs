@@ -145,6 +145,16 @@ pub(crate) fn close_line(epoch: u64) {
     finish_line(epoch, SpanLine::submit);
 }
 
+/// As [`close_line`], but what the line recorded never waits on this thread
+/// for its root: a future that will be polled again, maybe on another
+/// thread, where its root may end.
+pub(crate) fn close_line_unparked(epoch: u64) {
+    finish_line(epoch, |line| {
+        line.parks = false;
+        line.submit();
+    });
+}
+
 /// Removes a line and returns what it recorded, and how many entries are
 /// spans (not events); spans still open are closed now.
 #[inline]

@@ -320,7 +320,7 @@ impl Span {
                 // under it are re-parented to the root.
                 let targets = inner.targets();
                 stats::count_sampled_out(targets.as_slice().len());
-                queue::note_dropped_child(&targets);
+                queue::note_dropped_child(&targets, inner.id());
             }
         }
     }
@@ -416,6 +416,11 @@ impl Span {
         if let Some(inner) = self.inner.take() {
             if fate::ends_here(&inner) {
                 return fate::end_root_here(inner);
+            }
+            if inner.role() != Role::Child {
+                // A root ending away from the thread that started it: parts of
+                // its trace may be on their way from there.
+                escape::mark(inner.collect_id());
             }
             let (spans, end) = (inner.target_count(), inner.end_clock().now());
             queue::submit_with(spans, || Message::Ended(EndedSpan { state: inner, end }));

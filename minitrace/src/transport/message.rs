@@ -4,8 +4,10 @@
 use minstant::Instant;
 
 use crate::data::batch::{Batch, Role};
+use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
 use crate::data::span_state::SpanState;
+use crate::data::target::Target;
 use crate::data::target::Targets;
 
 /// What a traced thread sends to the collector thread.
@@ -56,6 +58,41 @@ impl Message {
         match self {
             Message::Ended(EndedSpan { state, .. }) => state.target_count(),
             Message::Parts(parts) => parts.spans_per_target * parts.targets.as_slice().len(),
+        }
+    }
+
+    /// The ids its spans' records will have under `target` (events aside).
+    pub(crate) fn for_each_span_id(&self, target: &Target, each: impl FnMut(SpanId)) {
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => {
+                let mut each = each;
+                each(state.id());
+            }
+            Message::Parts(parts) => parts.batch.for_each_span_id(target, each),
+        }
+    }
+
+    /// Its spans' ids as one range, where they are consecutive and kept
+    /// as they are (a local batch, or one span).
+    pub(crate) fn span_id_range(&self) -> Option<(SpanId, SpanId)> {
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => Some((state.id(), state.id())),
+            Message::Parts(parts) => match &parts.batch {
+                Batch::Local { spans, .. } => {
+                    let mut ids = spans.iter().filter(|raw| !raw.is_event()).map(|raw| raw.id);
+                    let first = ids.next()?;
+                    Some((first, ids.next_back().unwrap_or(first)))
+                }
+                Batch::Shared { .. } => None,
+            },
+        }
+    }
+
+    /// The events it carries (for each target).
+    pub(crate) fn event_count(&self) -> usize {
+        match self {
+            Message::Ended(EndedSpan { state, .. }) => state.event_count(),
+            Message::Parts(parts) => parts.batch.entries().saturating_sub(parts.spans_per_target),
         }
     }
 

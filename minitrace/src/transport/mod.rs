@@ -5,6 +5,8 @@
 //! data, below the local spans, spans and the collector that use it.
 
 pub(crate) mod gate;
+pub(crate) mod handoff;
+pub(crate) mod history;
 pub(crate) mod message;
 pub(crate) mod queue;
 pub(crate) mod span_buffers;

@@ -1,6 +1,7 @@
-//! The path from traced threads to the collector thread: one bounded,
-//! lock-free single-producer ring per thread, registered on first use and
-//! drained by the collector. A push never contends with other threads.
+//! The path from traced threads to the collector thread: each thread's
+//! outbox and history, handed over in harvests (`transport::handoff`), and
+//! registered on the thread's first message. A write never contends with
+//! other threads and never waits.
 //!
 //! Each thread may have at most [`MAX_SPANS_IN_FLIGHT`] spans queued; past
 //! that (the collector or the reporter cannot keep up) a message is dropped
@@ -13,53 +14,68 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rtrb::{Consumer, Producer, RingBuffer};
-
 use crate::data::batch::Role;
+use crate::data::id::SpanId;
 use crate::data::target::Targets;
+use crate::transport::handoff::{Cells, Handoff, Hub};
+use crate::transport::history::{History, Kept};
 use crate::transport::message::Message;
 use crate::transport::wake::{on_collector_thread, wake_collector};
 use crate::transport::{gate, stats};
 use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
-const RING_CAPACITY: usize = 1 << 14;
+const MAX_MESSAGES: usize = 1 << 14;
 /// What a thread can have queued, in units of one span, where each message
 /// also costs [`MESSAGE_COST`]: at most ~12 MiB of spans, and never more
-/// messages than the ring holds.
+/// than [`MAX_MESSAGES`] messages.
 pub(crate) const MAX_SPANS_IN_FLIGHT: usize = 1 << 17;
-const MESSAGE_COST: usize = MAX_SPANS_IN_FLIGHT / RING_CAPACITY;
+const MESSAGE_COST: usize = MAX_SPANS_IN_FLIGHT / MAX_MESSAGES;
 const WAKE_AT: usize = MAX_SPANS_IN_FLIGHT / 4;
-/// The collector returns budget to a producer after filing this much of its
-/// queue: once per sweep would be the fewest writes to the producer's
-/// counter, but a sweep can last as long as the producer keeps pushing.
-const CREDIT_EVERY: usize = WAKE_AT / 4;
-/// Turns over the rings in one sweep: bounded, so that a cycle (and a
-/// `flush` waiting for it) ends while producers keep pushing.
-const MAX_ROUNDS: usize = 64;
-/// Messages filed from a ring before their slots are freed: few enough
-/// that a producer soon gets them back.
-const CHUNK: usize = 64;
 /// Dropped messages remembered between two collector cycles.
 const MAX_DROPPED: usize = 1 << 20;
 
-/// The budget is kept without a shared read-modify-write per message: the
-/// producer counts what it queued in a plain field, the collector adds what
-/// it drained to `drained` once per sweep, and the difference is in flight.
-struct Ring {
-    consumer: Consumer<Message>,
-    drained: Arc<AtomicUsize>,
+/// A traced thread, as the collector sees it.
+pub(crate) struct Thread {
+    pub(crate) handoff: Handoff<Message, Kept, History>,
+    /// What the collector has filed of the thread's queue, in the units of
+    /// [`MAX_SPANS_IN_FLIGHT`]: the budget is kept without a shared
+    /// read-modify-write per message, the thread counting what it queued in
+    /// a plain field, the collector adding what it filed here.
+    pub(crate) drained: AtomicUsize,
+    /// A harvest took it after it exited: nothing of it is left to take.
+    drained_to_the_end: AtomicBool,
+    /// A small number per thread, in the order threads first sent.
+    #[allow(dead_code)] // the flight recorder's retention uses it next
+    pub(crate) number: u32,
 }
 
+/// This thread's end of the handover.
 struct ThreadQueue {
-    producer: Producer<Message>,
+    thread: Arc<Thread>,
     queued: usize,
-    drained: Arc<AtomicUsize>,
 }
 
-static RINGS: Mutex<Vec<Ring>> = Mutex::new(Vec::new());
-/// Messages from threads whose ring is already gone (sent from thread-local
-/// destructors while the thread exits).
+/// Every live thread's handover, and the exited ones not yet harvested.
+static THREADS: Mutex<Vec<Arc<Thread>>> = Mutex::new(Vec::new());
+#[cfg(not(feature = "loom"))]
+static HUB: Hub = Hub::new();
+
+/// The hub every thread's handover reads.
+#[cfg(not(feature = "loom"))]
+fn hub() -> &'static Hub {
+    &HUB
+}
+
+/// Under loom, whose primitives exist only inside a model, the production
+/// path is not run: its tests build hubs of their own.
+#[cfg(feature = "loom")]
+fn hub() -> &'static Hub {
+    static HUB: std::sync::OnceLock<&'static Hub> = std::sync::OnceLock::new();
+    HUB.get_or_init(|| Box::leak(Box::new(Hub::new())))
+}
+/// Messages from threads whose handover is already closed (sent from
+/// thread-local destructors while the thread exits).
 static LATE: Mutex<Vec<Message>> = Mutex::new(Vec::new());
 static DROPPED: Mutex<Vec<Dropped>> = Mutex::new(Vec::new());
 static DROPS_PENDING: AtomicBool = AtomicBool::new(false);
@@ -70,14 +86,18 @@ pub(crate) struct Dropped {
     /// A root: the rest of its trace is counted as dropped. A child: its
     /// trace's spans under it are re-parented to the root.
     pub(crate) root: bool,
+    /// The dropped children's ids, as their records would have had them:
+    /// `first..=last` (a local batch's ids are consecutive).
+    pub(crate) first: SpanId,
+    pub(crate) last: SpanId,
 }
 
-/// This thread's end of its ring.
+/// This thread's end of its handover.
 enum Slot {
     /// Registered with the thread's first message.
     Unregistered,
     Open(ThreadQueue),
-    /// The thread is exiting: its ring is abandoned, later messages go to [`LATE`].
+    /// The thread is exiting: later messages go to [`LATE`].
     Closed,
 }
 
@@ -88,12 +108,12 @@ thread_local! {
 }
 
 /// What a thread leaves behind when it exits. Its span stack and its end of
-/// the collector's ring are thread-locals without destructors, so that the
-/// hot path reaches them as plain thread-local accesses, with no check that
-/// the thread is still alive. This one thread-local has the destructor for
+/// the handover are thread-locals without destructors, so that the hot path
+/// reaches them as plain thread-local accesses, with no check that the
+/// thread is still alive. This one thread-local has the destructor for
 /// both, and runs their closing in order: local spans still open are closed
-/// and sent into the ring, so are those waiting for their root (what the
-/// local layer registered, see `local::stack`), then the ring is closed.
+/// and sent, so are those waiting for their root (what the local layer
+/// registered, see `local::stack`), then the handover is closed.
 struct AtExit {
     /// Closes the thread's local spans, set when it opens its first line.
     before_ring_closes: Cell<Option<fn()>>,
@@ -122,7 +142,7 @@ pub(crate) fn thread_exit_armed() -> bool {
 }
 
 /// [`thread_exit_armed`], for the thread's local spans: `close_local` runs
-/// at the thread's exit, before the ring closes.
+/// at the thread's exit, before the handover closes.
 #[inline]
 pub(crate) fn thread_exit_armed_for(close_local: fn()) -> bool {
     AT_EXIT.try_with(|at_exit| at_exit.before_ring_closes.set(Some(close_local))).is_ok()
@@ -133,9 +153,7 @@ pub(crate) fn submit(message: Message) {
     submit_with(message.span_count(), || message);
 }
 
-/// Queues the message `make` returns, which will yield `spans` records:
-/// made in its ring slot, not copied there from the stack
-/// (PERFORMANCE.md, "Building values where they live").
+/// Queues the message `make` returns, which will yield `spans` records.
 #[inline]
 pub(crate) fn submit_with(spans: usize, make: impl FnOnce() -> Message) {
     let _ = QUEUE.try_with(|slot| match slot.try_borrow_mut() {
@@ -143,13 +161,37 @@ pub(crate) fn submit_with(spans: usize, make: impl FnOnce() -> Message) {
             Slot::Open(queue) => enqueue(queue, spans, make),
             slot => submit_unregistered(slot, make()),
         },
-        // Re-entered (never from our code): queued for the next sweep.
+        // Re-entered (never from our code): queued for the next harvest.
         Err(_) => lock(&LATE).push(make()),
     });
 }
 
-/// The thread's first message registers its ring, unless the thread is
-/// exiting: then its messages are queued for the collector's next sweep.
+#[allow(dead_code)] // the flight recorder's retention uses it next
+/// Keeps what this thread recorded of a trace it threw away in its history
+/// (the flight recorder's memory), never waiting.
+pub(crate) fn keep(entries: impl IntoIterator<Item = Kept>, limit: usize) {
+    let _ = QUEUE.try_with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else { return };
+        if matches!(&**slot, Slot::Unregistered) && thread_exit_armed() {
+            **slot = Slot::Open(register_thread());
+        }
+        let Slot::Open(queue) = &mut **slot else { return };
+        let evicted = queue.thread.handoff.write(hub(), |cells, history| match history {
+            Some(history) => {
+                history.absorb(&mut cells.kept, limit);
+                history.keep(entries, limit)
+            }
+            None => {
+                cells.kept.extend(entries);
+                Vec::new()
+            }
+        });
+        crate::transport::history::recycle_here(evicted);
+    });
+}
+
+/// The thread's first message registers its handover, unless the thread is
+/// exiting: then its messages are queued for the collector's next harvest.
 #[cold]
 #[inline(never)]
 fn submit_unregistered(slot: &mut Slot, message: Message) {
@@ -163,12 +205,14 @@ fn submit_unregistered(slot: &mut Slot, message: Message) {
     }
 }
 
-/// Closes the thread's ring when the thread exits (see [`AtExit`]):
-/// dropping the producer abandons it, and the collector removes it once it has filed the rest.
+/// Closes the thread's handover when the thread exits (see [`AtExit`]):
+/// the collector takes the rest at its next harvest.
 fn close_ring() {
     let _ = QUEUE.try_with(|slot| {
         if let Ok(mut slot) = slot.try_borrow_mut() {
-            drop(std::mem::replace(&mut **slot, Slot::Closed));
+            if let Slot::Open(queue) = std::mem::replace(&mut **slot, Slot::Closed) {
+                queue.thread.handoff.close();
+            }
         }
     });
 }
@@ -177,20 +221,16 @@ fn close_ring() {
 fn enqueue(queue: &mut ThreadQueue, spans: usize, make: impl FnOnce() -> Message) {
     let cost = cost(spans);
     let mut waited = None;
-    let (in_flight, mut chunk) = loop {
-        let in_flight = queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed));
+    let in_flight = loop {
+        let in_flight = queue.queued.wrapping_sub(queue.thread.drained.load(Ordering::Relaxed));
         if in_flight + cost <= MAX_SPANS_IN_FLIGHT {
-            if let Ok(chunk) = queue.producer.write_chunk_uninit(1) {
-                break (in_flight, chunk);
-            }
+            break in_flight;
         }
         if !wait_for_room(&mut waited) {
             return count_dropped(make());
         }
     };
-    chunk.as_mut_slices().0[0].write(make());
-    // SAFETY: the chunk's one slot was written just above.
-    unsafe { chunk.commit_all() };
+    queue.thread.handoff.write(hub(), |cells, _| cells.outbox.push(make()));
     queue.queued = queue.queued.wrapping_add(cost);
     // A quarter full: wake the collector now rather than at its next
     // interval, so a fast producer is not dropped needlessly.
@@ -232,24 +272,44 @@ fn cost(spans: usize) -> usize {
 
 fn count_dropped(message: Message) {
     stats::count_queue_full(message.span_count());
-    note_dropped(&message.targets(), message.role() != Role::Child);
-}
-
-/// Tells the collector that a child span of these targets will never
-/// arrive (e.g. it was cancelled), so its children get re-parented.
-pub(crate) fn note_dropped_child(targets: &Targets) {
-    note_dropped(targets, false);
-}
-
-fn note_dropped(targets: &Targets, root: bool) {
+    stats::count_dropped_events(message.event_count() * message.targets().as_slice().len());
+    let root = message.role() != Role::Child;
     let mut dropped = lock(&DROPPED);
-    for target in targets.as_slice() {
-        if dropped.len() < MAX_DROPPED {
-            dropped.push(Dropped { collect_id: target.collect_id, root });
+    for target in message.targets().as_slice() {
+        let collect_id = target.collect_id;
+        if root {
+            note(&mut dropped, Dropped { collect_id, root, first: SpanId(0), last: SpanId(0) });
+        } else if let Some((first, last)) = message.span_id_range() {
+            note(&mut dropped, Dropped { collect_id, root, first, last });
+        } else {
+            message.for_each_span_id(target, |span| {
+                note(&mut dropped, Dropped { collect_id, root, first: span, last: span })
+            });
         }
     }
+    published(dropped);
+}
+
+/// Tells the collector that the child span `span` of these targets will
+/// never arrive (e.g. it was cancelled), so its children get re-parented.
+pub(crate) fn note_dropped_child(targets: &Targets, span: SpanId) {
+    let mut dropped = lock(&DROPPED);
+    for target in targets.as_slice() {
+        note(&mut dropped, Dropped { collect_id: target.collect_id, root: false, first: span, last: span });
+    }
+    published(dropped);
+}
+
+fn note(dropped: &mut Vec<Dropped>, one: Dropped) {
+    if dropped.len() < MAX_DROPPED {
+        dropped.push(one);
+    }
+}
+
+fn published(dropped: std::sync::MutexGuard<'_, Vec<Dropped>>) {
     // Published before any later message of this thread is queued.
     DROPS_PENDING.store(true, Ordering::Release);
+    drop(dropped);
 }
 
 /// Whether [`take_dropped`] has something: one load, checked before every root.
@@ -258,69 +318,110 @@ pub(crate) fn drops_pending() -> bool {
 }
 
 fn register_thread() -> ThreadQueue {
-    let (producer, consumer) = RingBuffer::new(RING_CAPACITY);
-    let drained = Arc::new(AtomicUsize::new(0));
-    lock(&RINGS).push(Ring { consumer, drained: drained.clone() });
-    ThreadQueue { producer, queued: 0, drained }
+    static NEXT_NUMBER: AtomicUsize = AtomicUsize::new(1);
+    let thread = Arc::new(Thread {
+        handoff: Handoff::default(),
+        drained: AtomicUsize::new(0),
+        drained_to_the_end: AtomicBool::new(false),
+        number: NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) as u32,
+    });
+    lock(&THREADS).push(thread.clone());
+    ThreadQueue { thread, queued: 0 }
 }
 
-/// Hands every queued message to `file`. Rings are taken in turns, each
-/// turn filing what its ring held when the turn began, so that a thread
-/// that keeps pushing cannot hold up the others: the roots on one thread
-/// must not wait behind the stream of their children on another, or every
-/// trace stays open, its parts pile up, and the collector falls behind.
-/// Rings of exited threads are removed once empty.
-pub(crate) fn drain(mut file: impl FnMut(&mut Message)) {
-    // Filed without holding the lock, so that a new thread's first span
-    // does not wait for a whole sweep.
-    let mut rings = std::mem::take(&mut *lock(&RINGS));
-    for _ in 0..MAX_ROUNDS {
-        let mut filed_any = false;
-        rings.retain_mut(|ring| {
-            let abandoned = ring.consumer.is_abandoned();
-            if abandoned {
-                // rtrb: the producer's last writes are visible only after this.
-                std::sync::atomic::fence(Ordering::Acquire);
+/// Takes every thread's messages at once, a consistent cut (see
+/// `transport::handoff`): hands them, thread by thread, to `take`, which
+/// runs while the threads write elsewhere and may also read and change
+/// each thread's history (`None`: messages sent by exiting threads). Then
+/// lets threads that exited and have nothing more go.
+pub(crate) fn harvest(
+    mut take: impl FnMut(Option<&Arc<Thread>>, Cells<Message, Kept>, Option<&mut History>),
+) {
+    let mut finished = Vec::new();
+    let threads = || lock(&THREADS).clone();
+    hub().harvest(
+        threads,
+        |thread| &thread.handoff,
+        |thread, main, older, finished_here| {
+            let cells = main.take_cells(older);
+            take(Some(thread), cells, Some(&mut main.history));
+            // Exited, and nothing of it left for later harvests.
+            if finished_here {
+                finished.push((thread.clone(), main.history.is_empty()));
             }
-            let turn = ring.consumer.slots();
-            let (mut left, mut drained) = (turn, 0);
-            // Filed where they lie, a few at a time: a chunk's slots are
-            // freed for the producer once its messages are filed.
-            while left > 0 {
-                let Ok(mut chunk) = ring.consumer.read_chunk(left.min(CHUNK)) else { break };
-                left -= chunk.len();
-                let (first, second) = chunk.as_mut_slices();
-                for message in first.iter_mut().chain(second) {
-                    // Counted before filing, which takes a span's extras
-                    // (its further targets among them) out of it.
-                    drained += cost(message.span_count());
-                    file(message);
-                }
-                chunk.commit_all();
-                // Credited as it goes: during a long turn the producer
-                // would otherwise see its budget spent by messages already
-                // filed, and drop spans while its ring is nearly empty.
-                if drained >= CREDIT_EVERY {
-                    ring.drained.fetch_add(std::mem::take(&mut drained), Ordering::Relaxed);
-                }
-            }
-            if drained > 0 {
-                ring.drained.fetch_add(drained, Ordering::Relaxed);
-            }
-            filed_any |= turn > 0;
-            !abandoned
-        });
-        if !filed_any {
-            break;
+        },
+    );
+    let late = std::mem::take(&mut *lock(&LATE));
+    if !late.is_empty() {
+        take(None, Cells { outbox: late, kept: Vec::new() }, None);
+    }
+    if !finished.is_empty() {
+        retire(&mut lock(&THREADS), finished);
+    }
+}
+
+/// Histories of exited threads kept for the flight recorder, the newest;
+/// older ones are let go, so that threads coming and going cannot grow
+/// memory.
+const MAX_EXITED: usize = 16;
+
+/// Lets go of exited threads that were harvested to the end: at once when
+/// they kept nothing, else beyond the newest [`MAX_EXITED`]. A thread that
+/// exited but was not yet harvested since is kept, whatever their number:
+/// its last messages are still to be taken.
+fn retire(threads: &mut Vec<Arc<Thread>>, finished: Vec<(Arc<Thread>, bool)>) {
+    for (thread, kept_nothing) in &finished {
+        thread.drained_to_the_end.store(true, Ordering::Relaxed);
+        if *kept_nothing {
+            threads.retain(|other| !Arc::ptr_eq(other, thread));
         }
     }
-    let mut registered = lock(&RINGS);
-    rings.append(&mut registered);
-    *registered = rings;
-    drop(registered);
-    let late = std::mem::take(&mut *lock(&LATE));
-    for mut message in late {
-        file(&mut message);
+    let done = |thread: &Arc<Thread>| thread.drained_to_the_end.load(Ordering::Relaxed);
+    let exited = threads.iter().filter(|thread| done(thread)).count();
+    let mut excess = exited.saturating_sub(MAX_EXITED);
+    threads.retain(|thread| {
+        let go = excess > 0 && done(thread);
+        excess -= usize::from(go);
+        !go
+    });
+}
+
+/// The collector gives back to a thread the budget of the messages it has
+/// filed, every [`CREDIT_EVERY`] of it and when dropped: once per cut would
+/// be the fewest writes to the thread's counter, but while a large cut is
+/// filed the thread would find its budget spent by messages already filed.
+pub(crate) struct Credit<'a> {
+    thread: Option<&'a Thread>,
+    filed: usize,
+}
+
+/// What the collector files before giving a thread its budget back.
+const CREDIT_EVERY: usize = WAKE_AT / 4;
+
+impl<'a> Credit<'a> {
+    pub(crate) fn new(thread: Option<&'a Thread>) -> Credit<'a> {
+        Credit { thread, filed: 0 }
+    }
+
+    /// `message` is about to be filed: counted now, as filing takes a span's
+    /// further targets out of it.
+    pub(crate) fn add(&mut self, message: &Message) {
+        self.filed += cost(message.span_count());
+        if self.filed >= CREDIT_EVERY {
+            self.give();
+        }
+    }
+
+    fn give(&mut self) {
+        if let Some(thread) = self.thread {
+            thread.drained.fetch_add(std::mem::take(&mut self.filed), Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Credit<'_> {
+    fn drop(&mut self) {
+        self.give();
     }
 }
 
@@ -332,137 +433,5 @@ pub(crate) fn take_dropped() -> Vec<Dropped> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::id::{SpanId, TraceId};
-    use crate::data::span_state::SpanState;
-    use crate::data::target::Target;
-    use crate::transport::message::EndedSpan;
-
-    /// A thread-safe span, ended.
-    fn message(role: Role) -> Message {
-        let (targets, now) = (Targets::One(Target::new(TraceId(1), SpanId(0), 1)), minstant::Instant::now());
-        Message::Ended(EndedSpan { state: SpanState::new("span".into(), targets, role, now), end: now })
-    }
-
-    // Without a reporter no collector thread runs in this test process, so
-    // `drain` in these tests is the only consumer; one test at a time, as
-    // `drain` takes every thread's messages.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-    /// Closed at the thread's exit, an exited thread's ring is filed to the
-    /// end and then removed, not kept for ever.
-    #[test]
-    fn an_exited_threads_ring_is_filed_and_removed() {
-        let _serial = lock(&ONE_AT_A_TIME);
-        drain(|_| {});
-        let rings = lock(&RINGS).len();
-        std::thread::spawn(|| submit(message(Role::Child))).join().unwrap();
-        assert_eq!(lock(&RINGS).len(), rings + 1);
-        let mut filed = 0;
-        drain(|_| filed += 1);
-        assert_eq!(filed, 1);
-        assert_eq!(lock(&RINGS).len(), rings);
-    }
-
-    /// Filing returns what a message was charged, even though it takes a
-    /// span's further targets out of it.
-    #[test]
-    fn a_span_with_several_parents_gives_back_its_whole_charge() {
-        let _serial = lock(&ONE_AT_A_TIME);
-        let in_flight = std::thread::spawn(|| {
-            let targets = Targets::Many(vec![
-                Target::new(TraceId(1), SpanId(0), 1),
-                Target::new(TraceId(2), SpanId(0), 2),
-            ]);
-            for _ in 0..10 {
-                let now = minstant::Instant::now();
-                let state = SpanState::new("span".into(), targets.clone(), Role::Child, now);
-                submit(Message::Ended(EndedSpan { state, end: now }));
-            }
-            drain(|message| {
-                if let Message::Ended(EndedSpan { state, .. }) = message {
-                    drop(state.take_extra());
-                }
-            });
-            QUEUE.with(|slot| match &**slot.borrow() {
-                Slot::Open(queue) => queue.queued.wrapping_sub(queue.drained.load(Ordering::Relaxed)),
-                _ => usize::MAX,
-            })
-        })
-        .join()
-        .unwrap();
-        assert_eq!(in_flight, 0);
-    }
-
-    #[test]
-    fn a_producer_kept_up_with_never_drops() {
-        let _serial = lock(&ONE_AT_A_TIME);
-        let budget = MAX_SPANS_IN_FLIGHT / (1 + MESSAGE_COST);
-        let before = stats::stats().dropped_queue_full;
-        // Three quarters of the budget queued; then, from the same thread,
-        // one more message for each one filed, through four budgets' worth:
-        // what is in flight never exceeds three quarters of the budget, but
-        // a turn files that much and pushes as much again, so budget
-        // returned only at the end of a turn would overflow it.
-        let filed = std::thread::spawn(move || {
-            for _ in 0..3 * budget / 4 {
-                submit(message(Role::Child));
-            }
-            let (mut filed, mut pushed) = (0, 3 * budget / 4);
-            loop {
-                let before = filed;
-                drain(|_| {
-                    filed += 1;
-                    if pushed < 4 * budget {
-                        submit(message(Role::Child));
-                        pushed += 1;
-                    }
-                });
-                if filed == before {
-                    return filed;
-                }
-            }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(stats::stats().dropped_queue_full, before);
-        assert_eq!(filed, 4 * budget);
-    }
-
-    #[test]
-    fn a_thread_that_keeps_pushing_does_not_hold_up_another_threads_root() {
-        let _serial = lock(&ONE_AT_A_TIME);
-        // The pusher queues a quarter of its ring, then another thread the
-        // root; the pusher then sweeps, queueing one more child for each
-        // child filed, so its own ring never empties. Swept until empty, its
-        // ring would hold the root back until the pusher stops at 8 rings'
-        // worth; taken in turns, the root comes after at most one turn.
-        let (root_seen, children_before_root) = std::thread::spawn(|| {
-            for _ in 0..RING_CAPACITY / 4 {
-                submit(message(Role::Child));
-            }
-            std::thread::spawn(|| submit(message(Role::Root))).join().unwrap();
-            let (mut pushed, mut children_before_root, mut root_seen) = (RING_CAPACITY / 4, 0, false);
-            drain(|filed| match filed.role() {
-                Role::Root => root_seen = true,
-                _ if !root_seen => {
-                    children_before_root += 1;
-                    if pushed < 8 * RING_CAPACITY {
-                        submit(message(Role::Child));
-                        pushed += 1;
-                    }
-                }
-                _ => {}
-            });
-            (root_seen, children_before_root)
-        })
-        .join()
-        .unwrap();
-        assert!(root_seen);
-        assert!(
-            children_before_root <= RING_CAPACITY,
-            "{children_before_root} children filed before the root (ring: {RING_CAPACITY})"
-        );
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@ static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
 static TRACE_TOO_LARGE: AtomicU64 = AtomicU64::new(0);
 static REPORTER_FAILED: AtomicU64 = AtomicU64::new(0);
 static WAITED_FOR_ROOM: AtomicU64 = AtomicU64::new(0);
+static EVENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the collector's counters, since the process started.
 ///
@@ -52,6 +53,12 @@ pub struct Stats {
     /// [`Config::wait_when_queue_full`](crate::collector::Config::wait_when_queue_full).
     /// Not a loss: what tracing cost the traced threads in waiting.
     pub waits_for_room: u64,
+    /// Events lost with the spans they travelled with (any of the bounds
+    /// above), or that found no span: added to a span through the local
+    /// parent after the span was reported, or past the per-thread limit of
+    /// entries under one parent. Not counted in [`dropped`](Stats::dropped),
+    /// which counts spans.
+    pub dropped_events: u64,
 }
 
 impl Stats {
@@ -86,6 +93,7 @@ pub fn stats() -> Stats {
         dropped_trace_too_large: read(&TRACE_TOO_LARGE),
         dropped_by_reporter: read(&REPORTER_FAILED),
         waits_for_room: read(&WAITED_FOR_ROOM),
+        dropped_events: read(&EVENTS_DROPPED),
     }
 }
 
@@ -149,6 +157,12 @@ pub(crate) fn count_root_without_reporter() {
 
 pub(crate) fn count_queue_full(spans: usize) {
     QUEUE_FULL.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_dropped_events(events: usize) {
+    if events > 0 {
+        EVENTS_DROPPED.fetch_add(events as u64, Ordering::Relaxed);
+    }
 }
 
 pub(crate) fn count_wait_for_room() {

@@ -8,11 +8,13 @@
 //! assert_eq!(minitrace::util::tree::tree_str_from_span_records(records), "\nroot []\n");
 //! ```
 
+pub(crate) mod barrier;
 pub(crate) mod id_hasher;
 pub(crate) mod lazy_box;
 pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]
 pub(crate) mod recording;
+pub(crate) mod sync;
 #[doc(hidden)]
 pub mod tree;
 

@@ -14,26 +14,32 @@
 //! was is kept in [`fates`]; the outbox is handed to the reporter in
 //! [`report`].
 
+mod early;
 mod fates;
+mod late_events;
 mod open;
 mod report;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
-use crate::collector::assemble::fates::{Fate, RecentFates, OPEN_TRACE_TIMEOUT};
-use crate::collector::assemble::open::OpenTrace;
+use crate::collector::assemble::fates::{Fate, RecentFates};
+use crate::collector::assemble::late_events::LateEvents;
+use crate::collector::assemble::open::{Dropped, OpenTrace};
 use crate::data::batch::{Batch, Role};
 use crate::data::config::{Config, FatePolicy};
-use crate::data::convert::{attach_events, convert, Part};
+use crate::data::convert::{convert, Part};
+use crate::data::escape;
 use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
 use crate::data::record::{EventRecord, Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
 use crate::data::timeline::Timeline;
 use crate::transport::message::{EndedSpan, Message};
+use crate::transport::queue::Thread;
 use crate::transport::{queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
 
@@ -49,7 +55,7 @@ const REPORT_BATCH: usize = 4096;
 /// Spans an open trace holds before they are reported early or, when its
 /// fate is not known yet, later parts are dropped (see
 /// [`Collector::outgrown`]): about 8 MiB of records.
-const MAX_OPEN_TRACE_SPANS: usize = 1 << 16;
+pub(super) const MAX_OPEN_TRACE_SPANS: usize = 1 << 16;
 /// Records of a trace worth moving between vectors one by one; a larger
 /// trace's vector is swapped whole instead, which needs it to start at the
 /// front of the outbox, so that no large trace's records move twice
@@ -82,12 +88,16 @@ pub(crate) struct Collector {
     lossy_before: HashMap<u64, LossyTrace, BuildIdHasher>,
     /// The trace of the last late part filed: reported.
     last_late: Option<u64>,
+    /// Events of late parts whose span has not arrived yet.
+    late_events: LateEvents,
+    /// Cycles run, to age what waits.
+    cycles: u64,
 }
 
-/// A lossy trace, reported: its root, and the ids of its records so far.
+/// A lossy trace, reported: its root, and the ids of its dropped spans.
 struct LossyTrace {
     root: SpanId,
-    ids: HashSet<SpanId, BuildIdHasher>,
+    dropped: Dropped,
 }
 
 struct Staged {
@@ -114,6 +124,8 @@ impl Collector {
             lossy: HashMap::default(),
             lossy_before: HashMap::default(),
             last_late: None,
+            late_events: LateEvents::default(),
+            cycles: 0,
         }
     }
 
@@ -133,12 +145,15 @@ impl Collector {
         self.now = StdInstant::now();
         std::mem::swap(&mut self.lossy, &mut self.lossy_before);
         self.lossy.clear();
-        // Every message is filed as it is read, while its bytes are still in
-        // cache. A root completes its trace at once: a child still queued
-        // on another thread's ring arrives after it, and is reported as a
-        // late span of a reported trace, normally in the same batch.
-        queue::drain(|message| self.file(message));
+        // Every thread's messages at once, a consistent cut (see
+        // `transport::handoff`): a root in it comes with every part that
+        // ended before it, or they came in an earlier cut.
+        let mut cut = Vec::new();
+        queue::harvest(|thread, cells, _history| cut.push((thread.cloned(), cells.outbox)));
+        self.file_cut(&mut cut);
         self.apply_drops();
+        self.cycles += 1;
+        self.late_events.expire(self.cycles);
         self.expire();
         self.finished.forget_older_than(self.now);
         if FatePolicy::of(&self.config).reports_open_traces() {
@@ -148,8 +163,43 @@ impl Collector {
         span_buffers::recycle(&mut self.emptied);
     }
 
-    /// Files a message read in place from its ring: what it owns is taken
-    /// out of it, and the rest is dropped there.
+    /// Files a cut, each thread's messages in the order it sent them, but
+    /// the roots of traces with parts elsewhere (`data::escape`), which come
+    /// last, after every part of the cut: so a trace whose parts all ended
+    /// before its root is reported whole, in one report. A trace that never
+    /// left its thread sends its parts before its root, on its own thread:
+    /// filed in order, its records are built in place (see [`Staged`]).
+    fn file_cut(&mut self, cut: &mut [(Option<Arc<Thread>>, Vec<Message>)]) {
+        let mut last = Vec::new();
+        for (index, (thread, messages)) in cut.iter_mut().enumerate() {
+            let mut credit = queue::Credit::new(thread.as_deref());
+            for (at, message) in messages.iter_mut().enumerate() {
+                match message.role() {
+                    Role::Root | Role::CancelledRoot
+                        if escape::is_marked(message.targets().first().collect_id) =>
+                    {
+                        last.push((index, at));
+                    }
+                    _ => {
+                        // Its budget goes back to its thread once it is filed,
+                        // so that a thread cannot queue again what the
+                        // collector still holds.
+                        credit.add(message);
+                        self.file(message);
+                    }
+                }
+            }
+        }
+        for (index, at) in last {
+            let (thread, messages) = &mut cut[index];
+            let mut credit = queue::Credit::new(thread.as_deref());
+            credit.add(&messages[at]);
+            self.file(&mut messages[at]);
+        }
+    }
+
+    /// Files a message where it lies: what it owns is taken out of it, and
+    /// the rest is dropped there.
     fn file(&mut self, message: &mut Message) {
         match message {
             Message::Ended(EndedSpan { state, end }) => {
@@ -193,7 +243,7 @@ impl Collector {
     }
 
     /// Messages dropped at a full queue: a dropped root takes the rest of
-    /// its trace along; a dropped child makes its trace lossy.
+    /// its trace along; a dropped child's children are re-parented.
     fn apply_drops(&mut self) {
         for dropped in queue::take_dropped() {
             if dropped.root {
@@ -202,13 +252,15 @@ impl Collector {
                 self.forget_late(dropped.collect_id);
             } else if self.finished.get(dropped.collect_id).is_none() {
                 match self.open_trace(dropped.collect_id) {
-                    Some(trace) => trace.lossy = true,
+                    Some(trace) => trace.dropped.insert_range(dropped.first, dropped.last),
                     None => {
                         let mut trace = self.new_trace();
-                        trace.lossy = true;
+                        trace.dropped.insert_range(dropped.first, dropped.last);
                         self.open.insert(dropped.collect_id, trace);
                     }
                 }
+            } else if let Some(lossy) = self.lossy.get_mut(&dropped.collect_id) {
+                lossy.dropped.insert_range(dropped.first, dropped.last);
             }
         }
     }
@@ -314,7 +366,7 @@ impl Collector {
         self.unstage();
         let (first, mut events) = (self.outbox.len(), Vec::new());
         convert(part, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
-        attach_events(&mut self.outbox[first..], events);
+        self.late_events.attach(collect_id, &mut self.outbox[first..], events, self.cycles);
         self.reparent_late(collect_id, first);
     }
 
@@ -335,13 +387,13 @@ impl Collector {
         if let Some(staged) = self.staged.as_mut().filter(|staged| staged.collect_id == target.collect_id) {
             // The usual case, finished from where the trace lies, not moved
             // out first (PERFORMANCE.md, "Building values where they live").
-            let (first, lossy) = (staged.first, staged.trace.lossy);
+            let (first, dropped) = (staged.first, std::mem::take(&mut staged.trace.dropped));
             let mut events = std::mem::take(&mut staged.trace.events);
             let spare = std::mem::take(&mut staged.trace.records);
             convert(root, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
             self.staged = None;
             self.keep_spare(spare);
-            return self.close_trace(target.collect_id, first, events, lossy);
+            return self.close_trace(target.collect_id, first, events, dropped);
         }
         let mut trace = self.open.remove(&target.collect_id);
         self.unstage();
@@ -354,109 +406,61 @@ impl Collector {
             }
             None => self.outbox.len(),
         };
-        let (mut events, lossy) = (Vec::new(), trace.as_ref().is_some_and(|trace| trace.lossy));
+        let (mut events, mut dropped) = (Vec::new(), Dropped::default());
         if let Some(mut trace) = trace {
             self.outbox.append(&mut trace.records);
             events = std::mem::take(&mut trace.events);
+            dropped = std::mem::take(&mut trace.dropped);
             self.retire(trace);
         }
         convert(root, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
-        self.close_trace(target.collect_id, first, events, lossy);
+        self.close_trace(target.collect_id, first, events, dropped);
     }
 
-    /// A trace's records, from `first` to the end of the outbox, made
-    /// whole: its events attached and, if some span was lost, orphans
-    /// re-parented to the root. Its fate is noted as reported: the records
-    /// go to the reporter with the outbox's next report.
+    /// A trace's records, from `first` to the end of the outbox (its root
+    /// last), made whole: its events attached (those whose span has not
+    /// arrived wait for it, see [`LateEvents`]) and the children of its
+    /// dropped spans re-parented to the root. Its fate is noted as
+    /// reported: the records go to the reporter with the outbox's next
+    /// report.
     fn close_trace(
         &mut self,
         collect_id: u64,
         first: usize,
         events: Vec<(SpanId, EventRecord)>,
-        lossy: bool,
+        dropped: Dropped,
     ) {
-        attach_events(&mut self.outbox[first..], events);
-        if lossy {
+        self.late_events.attach(collect_id, &mut self.outbox[first..], events, self.cycles);
+        if !dropped.is_empty() {
             let records = &mut self.outbox[first..];
-            reparent_orphans(records);
-            let root = records.last().map_or(SpanId(0), |root| root.span_id);
-            let ids = records.iter().map(|record| record.span_id).collect();
-            self.lossy.insert(collect_id, LossyTrace { root, ids });
+            if let Some((root, children)) = records.split_last_mut() {
+                for child in children.iter_mut().filter(|child| dropped.contains(&child.parent_id)) {
+                    reparent(child, root.span_id);
+                }
+                self.lossy.insert(collect_id, LossyTrace { root: root.span_id, dropped });
+            }
         }
         self.finished.insert(collect_id, Fate::Reported, self.now);
     }
 
     /// A late part of a lossy trace, from `first` to the end of the outbox:
-    /// records whose parent is neither among the trace's records so far
-    /// nor the part's own are re-parented to the root, as at the close.
+    /// records whose parent was dropped are re-parented to the root, as at
+    /// the close.
     fn reparent_late(&mut self, collect_id: u64, first: usize) {
         if self.lossy.is_empty() && self.lossy_before.is_empty() {
             return;
         }
-        let trace = match self.lossy.get_mut(&collect_id) {
+        let trace = match self.lossy.get(&collect_id) {
             Some(trace) => trace,
-            None => match self.lossy_before.get_mut(&collect_id) {
+            None => match self.lossy_before.get(&collect_id) {
                 Some(trace) => trace,
                 None => return,
             },
         };
-        let late = &mut self.outbox[first..];
-        trace.ids.extend(late.iter().map(|record| record.span_id));
-        for record in late.iter_mut().filter(|record| !trace.ids.contains(&record.parent_id)) {
+        for record in
+            self.outbox[first..].iter_mut().filter(|record| trace.dropped.contains(&record.parent_id))
+        {
             reparent(record, trace.root);
-        }
-    }
-
-    /// An open trace holds [`MAX_OPEN_TRACE_SPANS`] spans: what it holds is
-    /// reported now, and the rest follows as late spans, when its fate is
-    /// already known to be "reported" (no threshold, or the trace has been
-    /// open at least the threshold's length, so its root is that slow);
-    /// else its later parts are dropped and counted, as by
-    /// `max_spans_per_trace`. Either way, the collector's memory for one
-    /// trace is bounded.
-    fn outgrown(&mut self, collect_id: u64) {
-        self.unstage();
-        let Some(trace) = self.open.get_mut(&collect_id) else { return };
-        let open_for = self.now.duration_since(trace.opened);
-        if FatePolicy::of(&self.config).threshold().is_some_and(|threshold| open_for < threshold) {
-            // Its fate is not known yet: it keeps what it holds, no more.
-            trace.full = true;
-            return;
-        }
-        if let Some(mut trace) = self.open.remove(&collect_id) {
-            trace.report_early(&mut self.outbox);
-            self.retire(trace);
-            self.finished.insert(collect_id, Fate::Reported, self.now);
-        }
-    }
-
-    /// Reports the spans of traces open too long; they are then treated as
-    /// reported (later spans follow as late spans).
-    fn expire(&mut self) {
-        let now = self.now;
-        // A trace open this long has a root at least this slow, so the
-        // slow-trace filter would report it too.
-        let timeout = OPEN_TRACE_TIMEOUT.max(FatePolicy::of(&self.config).threshold().unwrap_or_default());
-        let stale = |trace: &OpenTrace| now.duration_since(trace.opened) >= timeout;
-        if self.staged.as_ref().is_some_and(|staged| stale(&staged.trace)) {
-            self.unstage();
-        }
-        let expired: Vec<u64> =
-            self.open.iter().filter(|(_, trace)| stale(trace)).map(|(&id, _)| id).collect();
-        for collect_id in expired {
-            if let Some(mut trace) = self.open.remove(&collect_id) {
-                trace.report_early(&mut self.outbox);
-                self.retire(trace);
-                self.finished.insert(collect_id, Fate::Reported, now);
-            }
-        }
-    }
-
-    /// With `report_before_root_finish`: every open trace's spans so far.
-    fn report_open_traces(&mut self) {
-        self.unstage();
-        for trace in self.open.values_mut() {
-            trace.report_early(&mut self.outbox);
         }
     }
 
@@ -510,7 +514,7 @@ impl Collector {
             records: self.spare.pop().unwrap_or_default(),
             events: Vec::new(),
             spans: 0,
-            lossy: false,
+            dropped: Dropped::default(),
             full: false,
             opened: self.now,
         }
@@ -533,17 +537,6 @@ impl Collector {
         if let Part::Batch(Batch::Local { spans, .. }) = part {
             self.emptied.push(std::mem::take(spans));
         }
-    }
-}
-
-/// Gives records whose parent is missing from the trace (it was dropped) the
-/// root, the last record, as parent, and says so in a property.
-fn reparent_orphans(records: &mut [SpanRecord]) {
-    let Some((root, children)) = records.split_last_mut() else { return };
-    let ids: HashSet<SpanId, BuildIdHasher> =
-        children.iter().map(|r| r.span_id).chain([root.span_id]).collect();
-    for child in children.iter_mut().filter(|child| !ids.contains(&child.parent_id)) {
-        reparent(child, root.span_id);
     }
 }
 

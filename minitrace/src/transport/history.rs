@@ -1,0 +1,147 @@
+//! What a thread keeps of its traces, whatever their fate, while the flight
+//! recorder is on: the parts it recorded, as it recorded them (the same
+//! messages it sends the collector), in memory bounded by the recorder's
+//! bytes per thread. The oldest parts make room, counted. A thread keeps a
+//! trace it threw away itself; the collector gives each thread back the
+//! parts it received from it, once filed. Both write under the handover's
+//! protocol (`transport::handoff`); the collector reads histories during a
+//! harvest, to retrieve traces after the fact.
+
+// Its users, the flight recorder's retention and retrieval, come next.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::data::batch::{Batch, Role};
+use crate::data::raw_span::RawSpan;
+use crate::transport::message::{EndedSpan, Message};
+use crate::transport::span_buffers;
+
+static OVERWRITTEN_PARTS: AtomicU64 = AtomicU64::new(0);
+static OVERWRITTEN_SPANS: AtomicU64 = AtomicU64::new(0);
+
+/// A part of a trace kept in a history, and the bytes it holds.
+pub(crate) struct Kept {
+    pub(crate) message: Message,
+    pub(crate) bytes: usize,
+}
+
+impl Kept {
+    pub(crate) fn new(message: Message) -> Kept {
+        let bytes = message_bytes(&message);
+        Kept { message, bytes }
+    }
+
+    /// A root's span, if this part is one.
+    pub(crate) fn root(&self) -> Option<&EndedSpan> {
+        match &self.message {
+            Message::Ended(ended) if ended.state.role() != Role::Child => Some(ended),
+            _ => None,
+        }
+    }
+}
+
+/// One thread's kept parts, oldest first.
+#[derive(Default)]
+pub(crate) struct History {
+    entries: VecDeque<Kept>,
+    bytes: usize,
+}
+
+impl History {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The bytes it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn entries(&self) -> impl DoubleEndedIterator<Item = &Kept> {
+        self.entries.iter()
+    }
+
+    /// Keeps `entries`; returns what made room for them (the oldest parts),
+    /// for the caller to recycle outside the handover's write.
+    pub(crate) fn keep(&mut self, entries: impl IntoIterator<Item = Kept>, limit: usize) -> Vec<Kept> {
+        for entry in entries {
+            self.bytes += entry.bytes;
+            self.entries.push_back(entry);
+        }
+        let mut evicted = Vec::new();
+        while self.bytes > limit {
+            let Some(oldest) = self.entries.pop_front() else { break };
+            self.bytes -= oldest.bytes;
+            OVERWRITTEN_PARTS.fetch_add(1, Ordering::Relaxed);
+            OVERWRITTEN_SPANS.fetch_add(oldest.message.span_count() as u64, Ordering::Relaxed);
+            evicted.push(oldest);
+        }
+        evicted
+    }
+
+    /// Keeps what waited to join the history (written while a harvest ran).
+    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize) -> Vec<Kept> {
+        if waiting.is_empty() {
+            return Vec::new();
+        }
+        self.keep(waiting.drain(..), limit)
+    }
+
+    /// Forgets everything (the recorder was switched off).
+    pub(crate) fn clear(&mut self) -> Vec<Kept> {
+        self.bytes = 0;
+        self.entries.drain(..).collect()
+    }
+}
+
+/// Parts and spans made room for since the process started.
+pub(crate) fn overwritten() -> (u64, u64) {
+    (OVERWRITTEN_PARTS.load(Ordering::Relaxed), OVERWRITTEN_SPANS.load(Ordering::Relaxed))
+}
+
+/// Parts made room for on their own thread: their span buffers serve its
+/// next lines.
+pub(crate) fn recycle_here(evicted: Vec<Kept>) {
+    for kept in evicted {
+        if let Message::Parts(parts) = kept.message {
+            if let Batch::Local { spans, .. } = parts.batch {
+                span_buffers::give_back_locally(spans);
+            }
+        }
+    }
+}
+
+/// Parts made room for on the collector's thread: their span buffers go to
+/// the shared pool.
+pub(crate) fn recycle_anywhere(evicted: Vec<Kept>) {
+    let mut buffers: Vec<Vec<RawSpan>> = evicted
+        .into_iter()
+        .filter_map(|kept| match kept.message {
+            Message::Parts(parts) => match parts.batch {
+                Batch::Local { spans, .. } => Some(spans),
+                Batch::Shared { .. } => None,
+            },
+            Message::Ended(_) => None,
+        })
+        .collect();
+    span_buffers::recycle(&mut buffers);
+}
+
+/// Every byte a message holds: itself, its spans, and what they own.
+fn message_bytes(message: &Message) -> usize {
+    let span = std::mem::size_of::<RawSpan>();
+    std::mem::size_of::<Kept>()
+        + match message {
+            Message::Ended(EndedSpan { state, .. }) => state.heap_bytes(),
+            Message::Parts(parts) => match &parts.batch {
+                Batch::Local { spans, .. } => {
+                    spans.capacity() * span + spans.iter().map(RawSpan::heap_bytes).sum::<usize>()
+                }
+                Batch::Shared { spans, .. } => {
+                    spans.len() * span + spans.iter().map(RawSpan::heap_bytes).sum::<usize>()
+                }
+            },
+        }
+}

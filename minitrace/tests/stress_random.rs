@@ -1,0 +1,500 @@
+//! A seeded, randomised stress test of the core's promises, checking every
+//! span, event, parent and timestamp, not only counts. Four producer
+//! threads run traces of random shapes: nested local spans with properties,
+//! links and events through the local parent; thread-safe children handed
+//! to other threads (as `spawn_blocking` does), which set them as their
+//! local parent, record local spans and events there (through the local
+//! parent and through the span), and end them before or after their root;
+//! roots cancelled or moved to another thread to end there; children
+//! cancelled. Then a phase with recording switched off, and one with a
+//! latency threshold. Under the lossless policy every fate is exact:
+//!
+//! - each trace expected kept arrives with every span under its parent,
+//!   every event on its span, every property; nothing else arrives;
+//! - every child begins after its parent (to the clock's error bound), and
+//!   one that ended before its parent ends before it; every event lies in
+//!   its span;
+//! - the spans that ended before their root arrive in the root's
+//!   `report()` call (one report per trace);
+//! - made = reported + sampled out, none dropped.
+//!
+//! The seed is printed; `MINITRACE_STRESS_SEED=<n>` replays a run.
+
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use minitrace::collector::{stats, Config, Reporter, SpanContext, SpanId, SpanRecord, TraceId};
+use minitrace::local::LocalSpan;
+use minitrace::prelude::*;
+
+const PRODUCERS: usize = 4;
+const TRACES_PER_PRODUCER: usize = 3_000;
+/// See tests/promises.rs.
+const CLOCK_ERROR_NS: u64 = 1_000;
+const THRESHOLD: Duration = Duration::from_micros(300);
+
+/// xorshift64*, seeded per producer from the run's seed.
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}
+
+/// Every report() call's records, in order.
+#[derive(Clone, Default)]
+struct Calls(Arc<Mutex<Vec<Vec<SpanRecord>>>>);
+
+impl Reporter for Calls {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        if !spans.is_empty() {
+            self.0.lock().unwrap().push(spans.to_vec());
+        }
+    }
+}
+
+/// What a span should look like once reported.
+#[derive(Clone, Debug, Default)]
+struct Expected {
+    /// The parent's name; "" for the root.
+    parent: String,
+    events: Vec<String>,
+    properties: Vec<(String, String)>,
+    /// It ended before its root did, so it comes in the root's report.
+    before_root: bool,
+    /// It ended before its parent did.
+    before_parent: bool,
+}
+
+#[derive(Debug, Default)]
+struct Trace {
+    id: Option<TraceId>,
+    /// Whether it should be reported; `None`: either (a root meant to be
+    /// fast that the scheduler made slow), but whole or not at all.
+    kept: Option<bool>,
+    /// Spans made that record (cancelled ones included).
+    made: usize,
+    spans: HashMap<String, Expected>,
+    /// The root was moved to another thread to end there: its local spans
+    /// may follow in a later report (the documented exception).
+    root_moved: bool,
+    /// Where it was made, for the messages: the producer and the trace's number there.
+    made_at: (usize, usize),
+}
+
+/// What runs on a hop thread: a child set as the local parent there.
+struct Hop {
+    child: Span,
+    name: String,
+    locals: usize,
+    cancel: bool,
+    done: Option<mpsc::Sender<()>>,
+}
+
+fn hop(work: Hop) {
+    let Hop { mut child, name, locals, cancel, done } = work;
+    if cancel {
+        child.cancel();
+    } else {
+        let guard = child.set_local_parent();
+        let mut open = Vec::new();
+        for local in 0..locals {
+            open.push(LocalSpan::enter_with_local_parent(format!("{name}-l{local}")));
+            Event::add_to_local_parent(format!("{name}-l{local}-e"), || []);
+        }
+        while let Some(span) = open.pop() {
+            drop(span);
+        }
+        Event::add_to_local_parent(format!("{name}-e"), || []);
+        child.add_event(format!("{name}-se"), || [("k", "v")]);
+        drop(guard);
+    }
+    drop(child);
+    if let Some(done) = done {
+        let _ = done.send(());
+    }
+}
+
+/// Runs one trace of a random shape; returns what should arrive.
+fn run_trace(rng: &mut Rng, number: usize, hops: &mpsc::Sender<Hop>, slow: Option<bool>) -> Trace {
+    let mut trace = Trace { kept: Some(true), ..Trace::default() };
+    let started = Instant::now();
+    let context = SpanContext::random();
+    trace.id = Some(context.trace_id);
+    let mut root = Span::root("root", context).with_property(|| ("number", number.to_string()));
+    trace.spans.insert(
+        "root".into(),
+        Expected {
+            properties: vec![("number".into(), number.to_string())],
+            before_root: true,
+            ..Expected::default()
+        },
+    );
+    let mut waits = Vec::new();
+    {
+        let _guard = root.set_local_parent();
+        // Nested and sibling local spans, with events through the local parent.
+        let mut stack: Vec<(String, LocalSpan)> = Vec::new();
+        for local in 0..rng.below(6) {
+            while !stack.is_empty() && rng.one_in(2) {
+                stack.pop();
+            }
+            let name = format!("l{local}");
+            let parent = stack.last().map_or("root".to_string(), |(name, _)| name.clone());
+            let mut expected =
+                Expected { parent, before_root: true, before_parent: true, ..Expected::default() };
+            let mut span = LocalSpan::enter_with_local_parent(name.clone());
+            if rng.one_in(3) {
+                span = span.with_property(|| ("local", "yes"));
+                expected.properties.push(("local".into(), "yes".into()));
+            }
+            if rng.one_in(4) {
+                span = span.with_link(SpanContext::random());
+            }
+            if rng.one_in(2) {
+                Event::add_to_local_parent(format!("{name}-e"), || []);
+                expected.events.push(format!("{name}-e"));
+            }
+            trace.spans.insert(name.clone(), expected);
+            stack.push((name, span));
+        }
+        // Thread-safe children, handed to hop threads.
+        for child in 0..rng.below(3) {
+            let name = format!("c{child}");
+            // A purely local request in the threshold phase: only the
+            // scheduler can make it slow.
+            if slow == Some(false) {
+                break;
+            }
+            let (span, parent) = if rng.one_in(2) {
+                (Span::enter_with_parent(name.clone(), &root), "root".to_string())
+            } else {
+                let parent = stack.last().map_or("root".to_string(), |(name, _)| name.clone());
+                (Span::enter_with_local_parent(name.clone()), parent)
+            };
+            let cancel = rng.one_in(20);
+            let locals = rng.below(3) as usize;
+            let before_root = rng.below(4) != 0;
+            let (done, wait) = if before_root {
+                let (sender, receiver) = mpsc::channel();
+                (Some(sender), Some(receiver))
+            } else {
+                (None, None)
+            };
+            waits.extend(wait);
+            trace.made += 1 + if cancel { 0 } else { locals };
+            if !cancel {
+                let before_parent = before_root && parent == "root";
+                let mut expected = Expected { parent, before_root, before_parent, ..Expected::default() };
+                expected.events = vec![format!("{name}-e"), format!("{name}-se")];
+                for local in 0..locals {
+                    let local_name = format!("{name}-l{local}");
+                    let local_parent =
+                        if local == 0 { name.clone() } else { format!("{name}-l{}", local - 1) };
+                    trace.spans.insert(
+                        local_name.clone(),
+                        Expected {
+                            parent: local_parent,
+                            events: vec![format!("{local_name}-e")],
+                            before_root,
+                            before_parent: true,
+                            ..Expected::default()
+                        },
+                    );
+                }
+                trace.spans.insert(name.clone(), expected);
+            }
+            hops.send(Hop { child: span, name, locals, cancel, done }).unwrap();
+        }
+        while let Some(span) = stack.pop() {
+            drop(span);
+        }
+        for wait in waits.drain(..) {
+            wait.recv().unwrap();
+        }
+        if let Some(true) = slow {
+            let start = Instant::now();
+            while start.elapsed() < THRESHOLD + THRESHOLD / 2 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    if rng.one_in(20) {
+        root.cancel();
+        trace.kept = Some(false);
+    }
+    // Moved to another thread to end there; not in the threshold phase,
+    // where the move's own time would decide the fate.
+    if slow.is_none() && rng.one_in(20) {
+        trace.root_moved = true;
+        std::thread::spawn(move || drop(root)).join().unwrap();
+    } else {
+        drop(root);
+    }
+    // The root and its local spans (the children were counted as handed off).
+    trace.made += trace.spans.keys().filter(|name| !name.starts_with('c')).count();
+    if slow == Some(false) && trace.kept == Some(true) {
+        // Thrown away unless the scheduler made it as slow as the threshold.
+        trace.kept = if started.elapsed() < THRESHOLD { Some(false) } else { None };
+    }
+    trace
+}
+
+/// Checks what arrived against what should have. `Err` names the first
+/// broken promise.
+fn check(traces: &[Trace], calls: &[Vec<SpanRecord>]) -> Result<Counts, String> {
+    let mut by_trace: HashMap<TraceId, Vec<(usize, &SpanRecord)>> = HashMap::new();
+    for (call, records) in calls.iter().enumerate() {
+        for record in records {
+            by_trace.entry(record.trace_id).or_default().push((call, record));
+        }
+    }
+    let mut counts = Counts::default();
+    for trace in traces {
+        let id = trace.id.unwrap();
+        let arrived = by_trace.get(&id).map(Vec::as_slice).unwrap_or_default();
+        match trace.kept {
+            Some(false) if !arrived.is_empty() => {
+                return Err(format!("trace {id:?} thrown away, yet {} records arrived", arrived.len()));
+            }
+            Some(false) => continue,
+            None if arrived.is_empty() => continue,
+            _ => {}
+        }
+        counts.traces += 1;
+        let named: HashMap<&str, (usize, &SpanRecord)> =
+            arrived.iter().map(|(call, record)| (record.name.as_ref(), (*call, *record))).collect();
+        if named.len() != arrived.len() {
+            return Err(format!("trace {id:?}: a span arrived twice"));
+        }
+        let unexpected: Vec<&&str> = named.keys().filter(|name| !trace.spans.contains_key(**name)).collect();
+        if !unexpected.is_empty() {
+            return Err(format!("trace {id:?}: spans that were not made: {unexpected:?}"));
+        }
+        let root_call = named.get("root").map(|(call, _)| *call);
+        for (name, expected) in &trace.spans {
+            let Some((call, record)) = named.get(name.as_str()) else {
+                return Err(format!(
+                    "trace {id:?}: {name} never arrived ({} of {} arrived; kept {:?}, root moved {})",
+                    arrived.len(),
+                    trace.spans.len(),
+                    trace.kept,
+                    trace.root_moved
+                ));
+            };
+            counts.spans += 1;
+            if expected.parent.is_empty() {
+                if record.parent_id != SpanId(0) {
+                    return Err(format!("trace {id:?}: the root has a parent"));
+                }
+            } else {
+                let (_, parent) = named[expected.parent.as_str()];
+                if record.parent_id != parent.span_id {
+                    return Err(format!("trace {id:?}: {name}'s parent is not {}", expected.parent));
+                }
+                if record.begin_time_unix_ns + CLOCK_ERROR_NS < parent.begin_time_unix_ns {
+                    return Err(format!("trace {id:?}: {name} begins before its parent {}", expected.parent));
+                }
+                if expected.before_parent && end(record) > end(parent) + CLOCK_ERROR_NS {
+                    return Err(format!("trace {id:?}: {name} ends after its parent {}", expected.parent));
+                }
+            }
+            let mut events: Vec<&str> = record.events.iter().map(|event| event.name.as_ref()).collect();
+            let mut wanted: Vec<&str> = expected.events.iter().map(String::as_str).collect();
+            events.sort_unstable();
+            wanted.sort_unstable();
+            if events != wanted {
+                return Err(format!("trace {id:?}: {name}'s events are {events:?}, not {wanted:?}"));
+            }
+            counts.events += events.len();
+            for event in &record.events {
+                let (begin, end) = (record.begin_time_unix_ns, end(record));
+                if event.timestamp_unix_ns + CLOCK_ERROR_NS < begin
+                    || event.timestamp_unix_ns > end + CLOCK_ERROR_NS
+                {
+                    return Err(format!("trace {id:?}: event {} lies outside {name}", event.name));
+                }
+            }
+            for (key, value) in &expected.properties {
+                if !record.properties.iter().any(|(k, v)| k == key && v == value) {
+                    return Err(format!("trace {id:?}: {name} lacks its property {key}"));
+                }
+            }
+            counts.containments += usize::from(!expected.parent.is_empty());
+            if expected.before_root && !trace.root_moved && Some(*call) != root_call {
+                let mut where_: Vec<(usize, &str)> =
+                    arrived.iter().map(|(call, record)| (*call, record.name.as_ref())).collect();
+                where_.sort();
+                return Err(format!(
+                    "trace {id:?} (producer {}, number {}): {name} ended before its root but came in another report: {where_:?} (of {} calls)",
+                    trace.made_at.0, trace.made_at.1,
+                    calls.len()
+                ));
+            }
+        }
+    }
+    Ok(counts)
+}
+
+fn end(record: &SpanRecord) -> u64 {
+    record.begin_time_unix_ns + record.duration_ns
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    traces: usize,
+    spans: usize,
+    events: usize,
+    containments: usize,
+}
+
+/// Runs one phase: every producer's traces; what should arrive.
+fn phase(
+    seed: u64,
+    phase: u64,
+    slow: impl Fn(&mut Rng) -> Option<bool> + Clone + Send + 'static,
+) -> Vec<Trace> {
+    let (hops, hop_work) = mpsc::channel::<Hop>();
+    let hop_work = Arc::new(Mutex::new(hop_work));
+    let hop_threads: Vec<_> = (0..2)
+        .map(|_| {
+            let hop_work = hop_work.clone();
+            std::thread::spawn(move || loop {
+                let work = hop_work.lock().unwrap().recv();
+                match work {
+                    Ok(work) => hop(work),
+                    Err(_) => return,
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|producer| {
+            let (hops, slow) = (hops.clone(), slow.clone());
+            let mut rng =
+                Rng(seed ^ (phase << 32) ^ (producer as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            std::thread::spawn(move || {
+                (0..TRACES_PER_PRODUCER)
+                    .map(|number| {
+                        let slow = slow(&mut rng);
+                        let mut trace = run_trace(&mut rng, number, &hops, slow);
+                        trace.made_at = (producer, number);
+                        trace
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    drop(hops);
+    let traces: Vec<Trace> = producers.into_iter().flat_map(|producer| producer.join().unwrap()).collect();
+    for thread in hop_threads {
+        thread.join().unwrap();
+    }
+    traces
+}
+
+fn seed() -> u64 {
+    std::env::var("MINITRACE_STRESS_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    })
+}
+
+/// Runs the whole test and checks it; `corrupt` may break what arrived
+/// first (to show that a broken promise is caught, seed included).
+fn run(seed: u64, corrupt: impl Fn(&mut Vec<Vec<SpanRecord>>)) -> Result<Counts, String> {
+    let calls = Calls::default();
+    let lossless = Config::default().wait_when_queue_full(true);
+    minitrace::set_reporter(calls.clone(), lossless);
+    let before = stats();
+
+    // Everything reported.
+    let mut traces = phase(seed, 1, |_| None);
+    // Switched off: nothing of these is recorded.
+    minitrace::flush();
+    minitrace::set_enabled(false);
+    let mut off = phase(seed, 2, |_| None);
+    minitrace::set_enabled(true);
+    for trace in &mut off {
+        (trace.kept, trace.made) = (Some(false), 0);
+    }
+    minitrace::flush();
+    // A latency threshold: the slow roots are kept, the fast thrown away.
+    minitrace::set_reporter(calls.clone(), lossless.report_slow_traces_only(THRESHOLD));
+    let thresholded = phase(seed, 3, |rng| Some(rng.one_in(8)));
+    minitrace::flush();
+    minitrace::set_reporter(calls.clone(), lossless);
+    minitrace::flush();
+    traces.extend(off);
+    traces.extend(thresholded);
+
+    let after = stats();
+    let mut arrived = calls.0.lock().unwrap().clone();
+    corrupt(&mut arrived);
+    let counts = check(&traces, &arrived).map_err(|broken| format!("seed {seed}: {broken}"))?;
+    let reported = after.spans_reported - before.spans_reported;
+    let sampled_out = after.spans_sampled_out - before.spans_sampled_out;
+    let dropped = after.dropped() - before.dropped();
+    let arrived_spans: usize = arrived.iter().map(Vec::len).sum();
+    if dropped != 0 || after.dropped_events != before.dropped_events {
+        return Err(format!("seed {seed}: {dropped} spans dropped under the lossless policy: {after:?}"));
+    }
+    if reported != arrived_spans as u64 || reported != counts.spans as u64 {
+        return Err(format!(
+            "seed {seed}: {reported} reported, {arrived_spans} arrived, {} expected",
+            counts.spans
+        ));
+    }
+    let made: usize = traces.iter().map(|trace| trace.made).sum();
+    if made as u64 != reported + sampled_out {
+        return Err(format!(
+            "seed {seed}: {made} spans made, {reported} reported + {sampled_out} sampled out"
+        ));
+    }
+    Ok(counts)
+}
+
+/// One process, one reporter: the tests run in turn.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn every_event_every_parent_every_time_and_one_report_per_trace() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let seed = seed();
+    eprintln!("stress_random: seed {seed} (MINITRACE_STRESS_SEED={seed} replays it)");
+    match run(seed, |_| {}) {
+        Ok(counts) => eprintln!(
+            "stress_random: {} traces, {} spans, {} events, {} parent/child containments checked: 0 violations",
+            counts.traces, counts.spans, counts.events, counts.containments
+        ),
+        Err(broken) => panic!("{broken}"),
+    }
+}
+
+/// The checker catches a broken promise, and names the seed: here one
+/// event removed from what arrived.
+#[test]
+fn a_broken_promise_is_caught_with_its_seed() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let seed = seed();
+    let outcome = run(seed, |calls| {
+        let with_event = calls.iter_mut().flatten().find(|record| !record.events.is_empty());
+        with_event.expect("some span has an event").events.pop();
+    });
+    let broken = outcome.expect_err("the removed event was noticed");
+    eprintln!("caught: {broken}");
+    assert!(broken.starts_with(&format!("seed {seed}: ")) && broken.contains("events are"), "{broken}");
+}
