@@ -4,27 +4,35 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use minitrace::recorder::{RecordedRequest, SlowTraceWindow};
+use minitrace::recorder::{RecordedTrace, SlowTraceWindow};
 
 use crate::writer::{write_file_atomically, Written};
 use crate::{Request, SpanEntry};
 
-impl From<&RecordedRequest> for Request {
-    fn from(recorded: &RecordedRequest) -> Request {
+impl From<&RecordedTrace> for Request {
+    /// The trace's root as the request, its other spans under it, in the
+    /// order they began (a trace whose root was not held has none).
+    fn from(recorded: &RecordedTrace) -> Request {
+        let root = recorded.root();
+        let mut spans: Vec<_> = recorded.spans.iter().filter(|span| Some(*span) != root).collect();
+        spans.sort_by_key(|span| span.begin_time_unix_ns);
+        let index: std::collections::HashMap<_, _> =
+            spans.iter().enumerate().map(|(at, span)| (span.span_id, at as u32)).collect();
         Request {
             trace_id: recorded.trace_id.0,
-            name: recorded.name.to_string(),
+            name: root.map_or_else(String::new, |root| root.name.to_string()),
             thread: recorded.thread,
-            begin_unix_ns: recorded.begin_unix_ns,
-            duration_ns: recorded.duration_ns,
-            properties: recorded.properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            spans: recorded
-                .spans
+            begin_unix_ns: recorded.begin_unix_ns(),
+            duration_ns: recorded.duration_ns(),
+            properties: root
+                .map(|root| root.properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+                .unwrap_or_default(),
+            spans: spans
                 .iter()
                 .map(|span| SpanEntry {
                     name: span.name.to_string(),
-                    parent: span.parent,
-                    begin_unix_ns: span.begin_unix_ns,
+                    parent: index.get(&span.parent_id).copied(),
+                    begin_unix_ns: span.begin_time_unix_ns,
                     duration_ns: span.duration_ns,
                 })
                 .collect(),
@@ -46,7 +54,7 @@ impl From<&RecordedRequest> for Request {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn dump_recorder(path: impl AsRef<Path>) -> io::Result<Written<PathBuf>> {
-    let requests = to_requests(&minitrace::recorder::snapshot().requests);
+    let requests = to_requests(&minitrace::recorder::snapshot().traces);
     write_file_atomically(path, &requests)
 }
 
@@ -88,12 +96,12 @@ impl Drop for DumpOnExit {
 /// [`FlightRecorder::on_slow_trace`](minitrace::recorder::FlightRecorder::on_slow_trace)
 /// hands its callback) to a dump at `path`.
 pub fn dump_window(window: &SlowTraceWindow, path: impl AsRef<Path>) -> io::Result<Written<PathBuf>> {
-    write_file_atomically(path, &to_requests(&window.requests))
+    write_file_atomically(path, &to_requests(&window.traces))
 }
 
 /// The dump format's requests, oldest first: a dump's blocks read best in
 /// time order.
-fn to_requests(recorded: &[RecordedRequest]) -> Vec<Request> {
+fn to_requests(recorded: &[RecordedTrace]) -> Vec<Request> {
     let mut requests: Vec<Request> = recorded.iter().map(Request::from).collect();
     requests.sort_by_key(|request| request.begin_unix_ns);
     requests

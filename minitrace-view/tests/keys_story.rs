@@ -85,29 +85,32 @@ fn the_dump_around_a_slow_get_holds_the_keys_that_blocked_it() {
     let around_a_get = windows
         .iter()
         .find(|window| {
-            let slow = window.requests.iter().find(|request| request.trace_id == window.trace_id);
-            slow.is_some_and(|request| request.name == "GET")
+            let slow = window.traces.iter().find(|trace| trace.trace_id == window.trace_id);
+            slow.and_then(|trace| trace.root()).is_some_and(|root| root.name == "GET")
         })
         .expect("an automatic dump around a slow GET");
     // The blocker is in it, whole, with its span, and it overlapped the victim.
-    let keys =
-        around_a_get.requests.iter().find(|request| request.name == "KEYS").expect("the KEYS beside it");
-    assert_eq!(keys.spans.len(), 1);
-    assert_eq!(keys.spans[0].name, "scan");
-    assert!(keys.duration_ns >= KEYS_HOLDS_THE_LOCK.as_nanos() as u64);
+    let keys = around_a_get
+        .traces
+        .iter()
+        .find(|trace| trace.root().is_some_and(|root| root.name == "KEYS"))
+        .expect("the KEYS beside it");
+    let names: Vec<&str> = keys.spans.iter().map(|span| span.name.as_ref()).collect();
+    assert_eq!(names, ["scan", "KEYS"]);
+    assert!(keys.duration_ns() >= KEYS_HOLDS_THE_LOCK.as_nanos() as u64);
     assert!(keys.overlaps(around_a_get.begin_unix_ns, around_a_get.end_unix_ns));
     // So is every request that overlapped the slow GET, and nothing else.
     assert!(around_a_get
-        .requests
+        .traces
         .iter()
         .all(|r| r.overlaps(around_a_get.begin_unix_ns, around_a_get.end_unix_ns)));
     let snapshot = minitrace::recorder::snapshot();
     let overlapping = snapshot
-        .requests
+        .traces
         .iter()
         .filter(|r| r.overlaps(around_a_get.begin_unix_ns, around_a_get.end_unix_ns))
         .count();
-    assert_eq!(around_a_get.requests.len(), overlapping);
+    assert_eq!(around_a_get.traces.len(), overlapping);
     assert_eq!(minitrace::recorder::automatic_dumps().done as usize, windows.len());
 
     // Written as a dump: the same requests read back.
@@ -115,7 +118,7 @@ fn the_dump_around_a_slow_get_holds_the_keys_that_blocked_it() {
     let dump = minitrace_flight::dump_window(around_a_get, dir.join("window.mtf")).unwrap().into_inner();
     let read: Vec<minitrace_flight::Request> =
         Reader::new(std::fs::File::open(&dump).unwrap()).unwrap().map(Result::unwrap).collect();
-    assert_eq!(read.len(), around_a_get.requests.len());
+    assert_eq!(read.len(), around_a_get.traces.len());
     assert!(read.iter().any(|request| request.name == "KEYS" && request.trace_id == keys.trace_id.0));
     assert!(read.iter().filter(|request| request.name == "GET").count() >= 1);
 

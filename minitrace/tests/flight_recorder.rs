@@ -1,30 +1,41 @@
-//! The flight recorder: what it keeps of each request whatever its fate,
-//! its memory bound, snapshots taken while threads record, and threads
-//! that exit.
+//! The flight recorder: every span of every request kept whatever its
+//! trace's fate, retrieved after the fact by id, by time and by trigger;
+//! its memory bound; threads that exit; retention visible.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use minitrace::collector::{Config, SpanContext, TestReporter, TraceId};
+use minitrace::collector::{Config, SpanContext, SpanStatus, TestReporter, TraceId};
 use minitrace::local::LocalSpan;
-use minitrace::recorder::{snapshot, FlightRecorder, RecordedRequest};
-use minitrace::Span;
+use minitrace::prelude::*;
+use minitrace::recorder::{self, FlightRecorder};
 
 /// The recorder and the reporter are global: one test at a time, each
-/// starting from an empty recorder.
-fn exclusive(bytes_per_thread: usize) -> MutexGuard<'static, ()> {
+/// starting from an empty recorder, with every trace thrown away by a
+/// threshold no request reaches.
+fn exclusive(
+    recorder: FlightRecorder,
+) -> (MutexGuard<'static, ()>, Arc<parking_lot::Mutex<Vec<SpanRecord>>>) {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    static SET: std::sync::Once = std::sync::Once::new();
+    static REPORTED: std::sync::OnceLock<Arc<parking_lot::Mutex<Vec<SpanRecord>>>> =
+        std::sync::OnceLock::new();
     let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    SET.call_once(|| {
-        let (reporter, _) = TestReporter::new();
-        // Every trace thrown away on its thread: the recorder still keeps it.
-        minitrace::set_reporter(reporter, Config::default().report_slow_traces_only(Duration::from_secs(60)));
-    });
+    let reported = REPORTED
+        .get_or_init(|| {
+            let (reporter, reported) = TestReporter::new();
+            minitrace::set_reporter(
+                reporter,
+                Config::default().report_slow_traces_only(Duration::from_secs(60)),
+            );
+            reported
+        })
+        .clone();
     FlightRecorder::disable();
-    FlightRecorder::new().bytes_per_thread(bytes_per_thread).enable();
-    guard
+    minitrace::flush();
+    reported.lock().clear();
+    recorder.enable();
+    (guard, reported)
 }
 
 fn request(name: &'static str, steps: usize) -> TraceId {
@@ -38,94 +49,127 @@ fn request(name: &'static str, steps: usize) -> TraceId {
     context.trace_id
 }
 
-fn on_this_thread(trace_ids: &[TraceId]) -> Vec<RecordedRequest> {
-    snapshot().requests.into_iter().filter(|request| trace_ids.contains(&request.trace_id)).collect()
+fn held(trace_ids: &[TraceId]) -> Vec<recorder::RecordedTrace> {
+    recorder::snapshot().traces.into_iter().filter(|trace| trace_ids.contains(&trace.trace_id)).collect()
 }
 
 #[test]
-fn a_request_thrown_away_is_recorded_whole() {
-    let _one = exclusive(1 << 20);
-    let trace_id = request("get", 3);
-    let requests = on_this_thread(&[trace_id]);
-    let [request] = &requests[..] else { panic!("one request, not {requests:?}") };
-    assert_eq!(request.name, "get");
-    assert_eq!(request.properties, vec![("user".into(), "42".into())]);
-    let names: Vec<&str> = request.spans.iter().map(|span| span.name.as_ref()).collect();
-    assert_eq!(names, ["outer", "step 1", "step 2"]);
-    let parents: Vec<Option<u32>> = request.spans.iter().map(|span| span.parent).collect();
-    assert_eq!(parents, [None, Some(0), Some(0)]);
-    for span in &request.spans {
-        assert!(
-            span.begin_unix_ns >= request.begin_unix_ns
-                && span.begin_unix_ns + span.duration_ns <= request.end_unix_ns()
-        );
+fn a_request_thrown_away_is_kept_whole() {
+    let (_one, reported) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));
+    let context = SpanContext::random();
+    {
+        let root = Span::root("get", context).with_property(|| ("user", "42"));
+        let handed_off = Span::enter_with_parent("on another thread", &root);
+        std::thread::spawn(move || {
+            let _guard = handed_off.set_local_parent();
+            Event::add_to_local_parent("there", || []);
+            let _local = LocalSpan::enter_with_local_parent("local there");
+        })
+        .join()
+        .unwrap();
+        let _guard = root.set_local_parent();
+        let _outer = LocalSpan::enter_with_local_parent("outer").with_property(|| ("k", "v"));
+        Event::add_to_local_parent("here", || [("e".into(), "1".into())]);
+        let _inner = LocalSpan::enter_with_local_parent(String::from("inner (owned)"));
+    }
+    let trace = recorder::trace(context.trace_id).expect("the recorder holds it");
+    assert!(trace.complete);
+    let root = trace.root().unwrap();
+    assert_eq!(
+        (root.name.as_ref(), root.properties.as_slice()),
+        ("get", &[("user".into(), "42".into())][..])
+    );
+    let span = |name: &str| trace.spans.iter().find(|span| span.name == name).unwrap();
+    assert_eq!(span("outer").parent_id, root.span_id);
+    assert_eq!(span("inner (owned)").parent_id, span("outer").span_id);
+    assert_eq!(span("on another thread").parent_id, root.span_id);
+    assert_eq!(span("local there").parent_id, span("on another thread").span_id);
+    assert_eq!(span("outer").properties, [("k".into(), "v".into())]);
+    assert_eq!(span("outer").events[0].name, "here");
+    assert_eq!(span("on another thread").events[0].name, "there");
+    for span in &trace.spans {
+        assert!(span.begin_time_unix_ns >= root.begin_time_unix_ns);
     }
     minitrace::flush();
-    assert_eq!(minitrace::collector::stats().spans_reported, 0, "thrown away all the same");
+    assert!(
+        reported.lock().iter().all(|record| record.trace_id != context.trace_id),
+        "thrown away all the same"
+    );
+}
+
+#[test]
+fn a_trace_is_retrieved_through_the_reporter_after_the_fact() {
+    let (_one, reported) = exclusive(FlightRecorder::new());
+    let before = (minitrace::collector::stats(), recorder::stats());
+    let trace_id = request("later found to matter", 5);
+    minitrace::flush();
+    assert!(reported.lock().is_empty());
+    recorder::retrieve(trace_id);
+    recorder::retrieve(TraceId(0x5eed));
+    minitrace::flush();
+    let delivered: Vec<SpanRecord> =
+        reported.lock().iter().filter(|r| r.trace_id == trace_id).cloned().collect();
+    assert_eq!(delivered.len(), 6, "{delivered:?}");
+    assert_eq!(delivered.last().unwrap().name, "later found to matter");
+    let after = (minitrace::collector::stats(), recorder::stats());
+    assert_eq!(after.0.spans_retrieved - before.0.spans_retrieved, 6);
+    assert_eq!((after.1.retrieved - before.1.retrieved, after.1.not_found - before.1.not_found), (1, 1));
+}
+
+#[test]
+fn a_window_holds_the_traces_that_overlapped_it() {
+    let (_one, _) = exclusive(FlightRecorder::new());
+    let early = request("early", 1);
+    std::thread::sleep(Duration::from_millis(5));
+    let start = recorder::trace(early).unwrap().end_unix_ns() + 1;
+    let during: Vec<TraceId> = (0..10).map(|_| request("during", 2)).collect();
+    let held = recorder::window(start, u64::MAX);
+    let ids: Vec<TraceId> = held.iter().map(|trace| trace.trace_id).collect();
+    assert!(during.iter().all(|id| ids.contains(id)), "{ids:?}");
+    assert!(!ids.contains(&early));
+}
+
+#[test]
+fn triggers_report_errors_and_what_a_predicate_picks() {
+    let (_one, reported) =
+        exclusive(FlightRecorder::new().report_errors().report_if(|root| root.name == "picked"));
+    let failed = SpanContext::random();
+    drop(Span::root("failed", failed).with_status(SpanStatus::error("boom")));
+    let picked = SpanContext::random();
+    drop(Span::root("picked", picked));
+    let plain = request("plain", 1);
+    minitrace::flush();
+    let ids: Vec<TraceId> = reported.lock().iter().map(|record| record.trace_id).collect();
+    assert!(ids.contains(&failed.trace_id) && ids.contains(&picked.trace_id), "{ids:?}");
+    assert!(!ids.contains(&plain));
 }
 
 #[test]
 fn the_memory_bound_keeps_the_newest_requests() {
-    let _one = exclusive(64 << 10);
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(64 << 10));
+    let before = recorder::stats();
     let trace_ids: Vec<TraceId> = (0..10_000).map(|_| request("get", 10)).collect();
-    let kept = on_this_thread(&trace_ids);
-    assert!(!kept.is_empty() && kept.len() < 1_000, "bounded: {} kept", kept.len());
-    // 64 KiB holds ~80 requests of 10 spans: ~56 bytes a span and ~7 for
-    // its owned name, ~200 a request with its property.
-    assert!((70..=90).contains(&kept.len()), "{} kept", kept.len());
+    let kept = held(&trace_ids);
+    assert!(!kept.is_empty() && kept.len() < 200, "bounded: {} kept", kept.len());
     let newest = &trace_ids[trace_ids.len() - kept.len()..];
-    assert_eq!(kept.iter().map(|request| request.trace_id).collect::<Vec<_>>(), newest);
-    assert!(kept.iter().all(|request| request.spans.len() == 10));
-}
-
-#[test]
-fn snapshots_taken_meanwhile_lose_nothing_a_thread_records() {
-    let _one = exclusive(1 << 30);
-    let done = Arc::new(AtomicBool::new(false));
-    let snapshots = std::thread::spawn({
-        let done = done.clone();
-        move || {
-            let mut taken = 0;
-            while !done.load(Ordering::Relaxed) {
-                let _ = snapshot();
-                taken += 1;
-            }
-            taken
-        }
-    });
-    let trace_ids: Vec<TraceId> = (0..100_000).map(|_| request("get", 2)).collect();
-    done.store(true, Ordering::Relaxed);
-    assert!(snapshots.join().unwrap() > 0);
-    // Requests set aside while a snapshot read the ring join it with the next one.
-    request("last", 1);
-    let kept = on_this_thread(&trace_ids);
-    assert_eq!(kept.len(), trace_ids.len());
-}
-
-#[test]
-fn threads_that_exited_are_kept_a_while() {
-    let _one = exclusive(1 << 20);
-    let first = std::thread::spawn(|| request("on a thread that exits", 1)).join().unwrap();
-    assert_eq!(on_this_thread(&[first]).len(), 1);
-    assert_eq!(on_this_thread(&[first]).len(), 1, "still there when read again");
-    // Many threads come and go: the rings of the oldest are forgotten.
-    let later: Vec<TraceId> = (0..100)
-        .map(|_| std::thread::spawn(|| request("on a thread that exits", 1)).join().unwrap())
-        .collect();
-    assert!(on_this_thread(&[first]).is_empty());
-    let kept = on_this_thread(&later).len();
-    assert!((1..100).contains(&kept), "{kept} of the later threads' rings kept");
-    // Old rings are forgotten when a thread first records: the newest 16
-    // exited threads' rings, and the last thread's, which exited since.
-    assert!((16..=17).contains(&kept), "{kept} rings of exited threads kept");
+    let mut kept_ids: Vec<TraceId> = kept.iter().map(|trace| trace.trace_id).collect();
+    let mut newest = newest.to_vec();
+    kept_ids.sort();
+    newest.sort();
+    // The newest, but the oldest of them may have lost its first part.
+    assert!(kept.iter().filter(|trace| trace.complete).count() + 1 >= kept.len());
+    assert!(newest.iter().skip(1).all(|id| kept_ids.contains(id)));
+    let after = recorder::stats();
+    assert!(
+        after.overwritten_parts - before.overwritten_parts >= 2 * (trace_ids.len() - kept.len()) as u64 - 1
+    );
 }
 
 /// The bound counts what a request owns: a request with a 100 KiB
 /// property takes 100 KiB of the bound, not the ~200 bytes of its entries.
 #[test]
 fn the_memory_bound_counts_names_and_properties() {
-    let _one = exclusive(1 << 20);
-    let overwritten_before = minitrace::recorder::stats().overwritten_requests;
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));
     let large = "x".repeat(100 << 10);
     let trace_ids: Vec<TraceId> = (0..1_000)
         .map(|_| {
@@ -136,18 +180,82 @@ fn the_memory_bound_counts_names_and_properties() {
             context.trace_id
         })
         .collect();
-    let kept = on_this_thread(&trace_ids);
-    let held: usize = kept.iter().map(|request| request.properties[0].1.len()).sum();
-    assert!(held <= 1 << 20, "{} requests kept, {held} bytes of properties", kept.len());
+    let kept = held(&trace_ids);
+    let bytes: usize =
+        kept.iter().filter_map(|trace| trace.root()).map(|root| root.properties[0].1.len()).sum();
+    assert!(bytes <= 1 << 20, "{} requests kept, {bytes} bytes of properties", kept.len());
     assert!((5..=10).contains(&kept.len()), "{} kept", kept.len());
-    let overwritten = minitrace::recorder::stats().overwritten_requests - overwritten_before;
-    assert_eq!(overwritten as usize, trace_ids.len() - kept.len());
+}
+
+#[test]
+fn snapshots_taken_meanwhile_lose_nothing_a_thread_records() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 30));
+    let done = Arc::new(AtomicBool::new(false));
+    let snapshots = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut taken = 0;
+            while !done.load(Ordering::Relaxed) {
+                let _ = recorder::snapshot();
+                taken += 1;
+            }
+            taken
+        }
+    });
+    let trace_ids: Vec<TraceId> = (0..50_000).map(|_| request("get", 2)).collect();
+    done.store(true, Ordering::Relaxed);
+    assert!(snapshots.join().unwrap() > 0);
+    let kept = held(&trace_ids);
+    assert_eq!(kept.len(), trace_ids.len());
+    assert!(kept.iter().all(|trace| trace.complete && trace.spans.len() == 3));
+}
+
+/// Threads come and go (a pool's workers, a root moved to a thread that
+/// exits): what they kept stays, in a pool of 16 threads' worth of memory,
+/// the newest first.
+#[test]
+fn threads_that_exited_are_kept_a_while() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(16 << 10));
+    let on_a_thread_that_exits =
+        || std::thread::spawn(|| request("on a thread that exits", 4)).join().unwrap();
+    let first = on_a_thread_that_exits();
+    minitrace::flush();
+    assert_eq!(held(&[first]).len(), 1);
+    assert_eq!(held(&[first]).len(), 1, "still there when read again");
+    let later: Vec<TraceId> = (0..1_000).map(|_| on_a_thread_that_exits()).collect();
+    minitrace::flush();
+    assert!(held(&[first]).is_empty(), "the oldest made room");
+    let kept = held(&later);
+    // ~600 bytes a request: 16 threads × 16 KiB hold ~400 of them.
+    assert!((100..1_000).contains(&kept.len()), "{} kept", kept.len());
+    let newest: Vec<TraceId> = later[later.len() - kept.len() + 1..].to_vec();
+    let kept_ids: Vec<TraceId> = kept.iter().map(|trace| trace.trace_id).collect();
+    assert!(newest.iter().all(|id| kept_ids.contains(id)), "the newest are kept");
+    let exited: usize =
+        recorder::retention().threads.iter().filter(|thread| thread.exited).map(|thread| thread.bytes).sum();
+    assert!(exited <= 16 * (16 << 10), "{exited} bytes kept of exited threads");
+}
+
+#[test]
+fn retention_says_how_far_back_each_thread_reaches() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));
+    let first = request("first", 3);
+    for _ in 0..99 {
+        request("more", 3);
+    }
+    let begun = recorder::trace(first).unwrap().begin_unix_ns();
+    let retention = recorder::retention();
+    let here =
+        retention.threads.iter().find(|thread| thread.oldest_unix_ns == Some(begun)).expect("this thread");
+    assert_eq!(here.roots, 100);
+    assert!(here.bytes > 100 * 3 * 64 && here.bytes <= 1 << 20);
 }
 
 #[test]
 fn off_records_nothing() {
-    let _one = exclusive(1 << 20);
+    let (_one, _) = exclusive(FlightRecorder::new());
     FlightRecorder::disable();
     let trace_id = request("get", 2);
-    assert!(on_this_thread(&[trace_id]).is_empty());
+    assert!(held(&[trace_id]).is_empty());
+    assert!(recorder::trace(trace_id).is_none());
 }

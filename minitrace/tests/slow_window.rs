@@ -1,6 +1,6 @@
-//! The requests an automatic dump hands to `on_slow_trace` carry exactly
-//! their own spans: each one equals the same request in a `snapshot()`
-//! of the same rings.
+//! The traces an automatic dump hands to `on_slow_trace` carry exactly
+//! their own spans: each one equals the same trace in a `snapshot()` of
+//! the same memory.
 
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use minitrace::collector::{Config, SpanContext, TestReporter};
 use minitrace::local::LocalSpan;
 use minitrace::recorder::{snapshot, FlightRecorder, SlowTraceWindow};
+
 use minitrace::Span;
 
 #[test]
@@ -39,17 +40,18 @@ fn a_window_holds_each_request_with_its_own_spans() {
     let window = windows.recv_timeout(Duration::from_secs(10)).expect("an automatic dump");
     assert_eq!(window.trace_id, slow_context.trace_id);
     let snapshot = snapshot();
-    assert!(!window.requests.is_empty());
-    for request in &window.requests {
-        let same = snapshot.requests.iter().find(|other| other.trace_id == request.trace_id).unwrap();
-        assert_eq!(request, same, "the window's request differs from the snapshot's");
-        for span in &request.spans {
-            assert!(span.begin_unix_ns >= request.begin_unix_ns, "{span:?} begins before its root");
-            assert!(span.begin_unix_ns + span.duration_ns <= request.end_unix_ns());
+    assert!(!window.traces.is_empty());
+    for trace in &window.traces {
+        let same = snapshot.traces.iter().find(|other| other.trace_id == trace.trace_id).unwrap();
+        assert_eq!(trace, same, "the window's trace differs from the snapshot's");
+        let root = trace.root().unwrap();
+        for span in &trace.spans {
+            assert!(span.begin_time_unix_ns >= root.begin_time_unix_ns, "{span:?} begins before its root");
+            assert!(span.begin_time_unix_ns + span.duration_ns <= trace.end_unix_ns());
         }
     }
-    let slow = window.requests.iter().find(|request| request.trace_id == slow_context.trace_id).unwrap();
+    let slow = window.traces.iter().find(|trace| trace.trace_id == slow_context.trace_id).unwrap();
     let names: Vec<&str> = slow.spans.iter().map(|span| span.name.as_ref()).collect();
-    assert_eq!(names, ["slow-step"]);
+    assert_eq!(names, ["slow-step", "slow"]);
     FlightRecorder::disable();
 }

@@ -31,6 +31,7 @@
 pub(crate) mod assemble;
 pub(crate) mod global;
 mod reporter;
+pub(crate) mod retrieve;
 
 pub use crate::data::config::Config;
 pub use crate::data::context::SpanContext;

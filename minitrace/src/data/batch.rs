@@ -76,6 +76,14 @@ impl Batch {
         }
     }
 
+    /// The batch as a shared one, without taking anything out of it.
+    pub(crate) fn clone_shared(&self) -> Batch {
+        match self {
+            Batch::Local { spans, .. } => Batch::Shared { spans: Arc::new(spans.clone()), ids: IdMap::Keep },
+            Batch::Shared { spans, ids } => Batch::Shared { spans: spans.clone(), ids: *ids },
+        }
+    }
+
     /// One batch per target, sharing the spans between them.
     pub(crate) fn share(self, copies: usize) -> Vec<Batch> {
         let (spans, ids) = match self {

@@ -11,7 +11,7 @@ use minstant::Instant;
 use crate::data::batch::{Batch, IdMap};
 use crate::data::id::SpanId;
 use crate::data::raw_span::{RawSpan, LINE_PARENT};
-use crate::data::record::{EventRecord, SpanRecord};
+use crate::data::record::{EventRecord, Property, SpanRecord};
 use crate::data::span_state::SpanState;
 use crate::data::target::Target;
 use crate::data::timeline::Timeline;
@@ -22,6 +22,11 @@ use crate::util::id_hasher::BuildIdHasher;
 pub(crate) enum Part<'a> {
     Batch(&'a mut Batch),
     Ended(&'a mut SpanState, Instant),
+    /// A batch converted without taking anything out of it: it is kept
+    /// (in its thread's history, for the flight recorder).
+    KeptBatch(&'a Batch),
+    /// A thread-safe span converted without taking anything out of it.
+    KeptEnded(&'a SpanState, Instant),
 }
 
 impl Part<'_> {
@@ -31,6 +36,8 @@ impl Part<'_> {
         match self {
             Part::Batch(batch) => std::mem::take(batch),
             Part::Ended(state, end) => state.take_batch(end),
+            Part::KeptBatch(batch) => batch.clone_shared(),
+            Part::KeptEnded(state, end) => state.cloned_batch(end),
         }
     }
 
@@ -38,27 +45,42 @@ impl Part<'_> {
     pub(crate) fn for_each_span_id(&self, target: &Target, mut each: impl FnMut(SpanId)) {
         match self {
             Part::Batch(batch) => batch.for_each_span_id(target, each),
+            Part::KeptBatch(batch) => batch.for_each_span_id(target, each),
             Part::Ended(state, _) => each(state.id()),
+            Part::KeptEnded(state, _) => each(state.id()),
         }
     }
 
     /// The events it carries.
     pub(crate) fn event_count(&self) -> usize {
+        let batch = match self {
+            Part::Batch(batch) => &**batch,
+            Part::KeptBatch(batch) => *batch,
+            Part::Ended(state, _) => return state.event_count(),
+            Part::KeptEnded(state, _) => return state.event_count(),
+        };
+        match batch {
+            Batch::Local { events: false, .. } => 0,
+            Batch::Local { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
+            Batch::Shared { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
+        }
+    }
+
+    /// Its name and properties, if it is one span (empty else).
+    pub(crate) fn name_and_properties(&self) -> (&str, &[Property]) {
         match self {
-            Part::Batch(batch) => match batch {
-                Batch::Local { events: false, .. } => 0,
-                Batch::Local { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
-                Batch::Shared { spans, .. } => spans.iter().filter(|raw| raw.is_event()).count(),
-            },
-            Part::Ended(state, _) => state.event_count(),
+            Part::Ended(state, _) => (state.static_name_or_owned(), state.properties()),
+            Part::KeptEnded(state, _) => (state.static_name_or_owned(), state.properties()),
+            Part::Batch(_) | Part::KeptBatch(_) => ("", &[]),
         }
     }
 
     /// How long it lasted, if it is one span.
     pub(crate) fn span_duration(&self) -> Option<Duration> {
         match self {
-            Part::Batch(_) => None,
+            Part::Batch(_) | Part::KeptBatch(_) => None,
             Part::Ended(state, end) => Some(end.duration_since(state.begin())),
+            Part::KeptEnded(state, end) => Some(end.duration_since(state.begin())),
         }
     }
 }
@@ -98,6 +120,32 @@ pub(crate) fn convert(
             for raw in spans.iter() {
                 push_raw(raw.clone(), target, *ids, timeline, out, events);
             }
+        }
+        Part::KeptBatch(Batch::Shared { spans, ids }) => {
+            for raw in spans.iter() {
+                push_raw(raw.clone(), target, *ids, timeline, out, events);
+            }
+        }
+        Part::KeptBatch(Batch::Local { spans, .. }) => {
+            out.reserve(spans.len());
+            for raw in spans.iter() {
+                push_raw(raw.clone(), target, IdMap::Keep, timeline, out, events);
+            }
+        }
+        Part::KeptEnded(state, end) => {
+            let begin = timeline.unix_nanos(state.begin());
+            let (name, properties, span_events) = state.cloned_extra();
+            out.push(SpanRecord {
+                trace_id: target.trace_id(),
+                span_id: state.id(),
+                parent_id: target.parent_id,
+                begin_time_unix_ns: begin,
+                duration_ns: timeline.unix_nanos(end).saturating_sub(begin),
+                name: name.unwrap_or(Cow::Borrowed(state.static_name())),
+                properties,
+                events: Vec::new(),
+            });
+            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, timeline))));
         }
     }
 }
@@ -196,8 +244,8 @@ fn event_record(mut raw: RawSpan, timeline: &Timeline) -> EventRecord {
     }
 }
 
-/// Attaches events to their spans among `records`; the others go to the
-/// last record.
+/// Attaches events to their spans among `records`, each span's in the
+/// order they happened; the others go to the last record.
 #[inline]
 pub(crate) fn attach_events(records: &mut [SpanRecord], events: Vec<(SpanId, EventRecord)>) {
     if !events.is_empty() && !records.is_empty() {
@@ -210,8 +258,16 @@ fn attach_events_slowly(records: &mut [SpanRecord], events: Vec<(SpanId, EventRe
     let index: HashMap<SpanId, usize, BuildIdHasher> =
         records.iter().enumerate().map(|(i, r)| (r.span_id, i)).collect();
     let last = records.len() - 1;
+    let mut touched = Vec::new();
     for (parent, event) in events {
         let at = index.get(&parent).copied().unwrap_or(last);
         records[at].events.push(event);
+        touched.push(at);
+    }
+    // In the order they happened, whatever order their parts arrived in.
+    touched.sort_unstable();
+    touched.dedup();
+    for at in touched {
+        records[at].events.sort_by_key(|event| event.timestamp_unix_ns);
     }
 }

@@ -212,3 +212,35 @@ mod tests {
         }
     }
 }
+
+/// A root span as it ends, shown to a trigger of the flight recorder (see
+/// [`FlightRecorder::report_if`](crate::recorder::FlightRecorder::report_if)),
+/// which decides whether its trace is reported whatever its length.
+///
+/// ```
+/// use minitrace::recorder::RootInfo;
+///
+/// let info = RootInfo { name: "GET /cart", properties: &[], duration: std::time::Duration::from_micros(80) };
+/// assert!(!info.is_error());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RootInfo<'a> {
+    /// The root's name.
+    pub name: &'a str,
+    /// Its properties (status, kind and links among them, under the keys
+    /// of [`collector`](crate::collector)'s constants).
+    pub properties: &'a [(Cow<'static, str>, Cow<'static, str>)],
+    /// How long it lasted.
+    pub duration: std::time::Duration,
+}
+
+impl RootInfo<'_> {
+    /// Whether its status is an error (see [`SpanStatus`](crate::collector::SpanStatus)).
+    pub fn is_error(&self) -> bool {
+        self.properties
+            .iter()
+            .rev()
+            .find(|(key, _)| key == STATUS_CODE_KEY)
+            .is_some_and(|(_, code)| code == "ERROR")
+    }
+}

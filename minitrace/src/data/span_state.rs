@@ -131,11 +131,11 @@ impl SpanState {
         }
     }
 
-    /// The span's name, borrowed when static.
-    pub(crate) fn name(&self) -> Cow<'static, str> {
-        match self.extra.get().and_then(|extra| extra.name.clone()) {
+    /// The span's name, borrowed.
+    pub(crate) fn static_name_or_owned(&self) -> &str {
+        match self.extra.get().and_then(|extra| extra.name.as_deref()) {
             Some(name) => name,
-            None => Cow::Borrowed(self.static_name()),
+            None => self.static_name(),
         }
     }
 
@@ -152,6 +152,15 @@ impl SpanState {
     #[inline(always)]
     pub(crate) fn child_targets(&self) -> Targets {
         self.targets().with_parent(self.id)
+    }
+
+    /// Each of this span's own targets, without making a list of them.
+    #[inline]
+    pub(crate) fn for_each_target(&self, mut each: impl FnMut(&Target)) {
+        each(&self.first_target());
+        if let Some(extra) = self.extra.get() {
+            extra.more_targets.iter().for_each(each);
+        }
     }
 
     /// This span's own targets.
@@ -218,6 +227,33 @@ impl SpanState {
             raw.add_properties(properties);
             spans = events;
         }
+        spans.insert(0, raw);
+        Batch::Shared { spans: Arc::new(spans), ids: IdMap::Keep }
+    }
+
+    /// What it keeps out of line (an owned name, properties, events),
+    /// cloned: it stays where it is.
+    pub(crate) fn cloned_extra(&self) -> (Option<Cow<'static, str>>, Vec<Property>, Vec<RawSpan>) {
+        match self.extra.get() {
+            None => (None, Vec::new(), Vec::new()),
+            Some(extra) => {
+                let events = crate::util::lock(&extra.events).clone();
+                (extra.name.clone(), extra.properties.clone(), events)
+            }
+        }
+    }
+
+    /// The span ended at `end`, as [`take_batch`](Self::take_batch) makes
+    /// it, from clones: it stays where it is.
+    pub(crate) fn cloned_batch(&self, end: Instant) -> Batch {
+        let (name, properties, events) = self.cloned_extra();
+        let mut raw = RawSpan::begin(self.id, LINE_PARENT, Cow::Borrowed(self.static_name()), self.begin);
+        raw.end = end;
+        if let Some(name) = name {
+            raw.name = name;
+        }
+        raw.add_properties(properties);
+        let mut spans = events;
         spans.insert(0, raw);
         Batch::Shared { spans: Arc::new(spans), ids: IdMap::Keep }
     }

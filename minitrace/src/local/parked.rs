@@ -41,6 +41,12 @@ pub(crate) struct Parked {
 }
 
 impl Parked {
+    /// The batch as one message (for the flight recorder, which keeps it
+    /// as it was recorded).
+    pub(crate) fn into_message(self) -> Message {
+        Message::local_batch(self.spans, self.count, Targets::One(self.target))
+    }
+
     /// The batch as the messages its guards would have sent: one, unless a
     /// span-count limit is set and several guards added to it. In the order
     /// they were recorded, which is the order the limit judges them in.

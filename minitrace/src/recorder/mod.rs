@@ -1,22 +1,35 @@
-//! The flight recorder: an always-on, bounded record of recent requests,
-//! kept on the traced threads whatever each trace's fate, so that the
-//! whole population of requests can be seen, and what ran beside a slow
-//! one.
+//! The flight recorder: every span of every request kept on the threads
+//! that recorded it, whatever its trace's fate, in bounded memory, and any
+//! recent trace retrievable after the fact.
 //!
-//! When a root ends on the thread that started it (a request under
-//! [`Span::set_local_parent`](crate::Span::set_local_parent), or a future
-//! whose spans stayed on its thread), the recorder keeps its trace id,
-//! name, properties, start and length, and each local span recorded under
-//! it on that thread (name, parent, start, length), in a ring of that
-//! thread's, whose memory is bounded by the user; the oldest requests make
-//! room. Spans ended on other threads and events are not kept.
+//! Switched on, each traced thread keeps what it recorded (local spans,
+//! `Span`s that ended on it, with their properties, events, links, kind and
+//! status) in a *history* of its own, as it recorded them, up to
+//! [`bytes_per_thread`](FlightRecorder::bytes_per_thread): the oldest parts
+//! make room, counted in [`stats`]. A trace thrown away when its root ended
+//! (faster than
+//! [`report_slow_traces_only`](crate::collector::Config::report_slow_traces_only)'s
+//! threshold, or cancelled) stays where its thread wrote it; a trace that
+//! went to the collector comes back to the threads it came from once filed.
+//! No second copy is made on a traced thread.
 //!
-//! [`snapshot`] copies every thread's ring, at any time, from any thread;
-//! with [`FlightRecorder::on_slow_trace`], every root slower than
-//! [`Config::report_slow_traces_only`](crate::collector::Config::report_slow_traces_only)'s
-//! threshold also hands the requests that overlapped it to a callback, on a
-//! background thread. The `minitrace-flight` crate writes snapshots to
-//! files, and `minitrace-view` draws them.
+//! Any recent trace can then be asked for, from any thread:
+//!
+//! - by id: [`trace`] returns it, [`retrieve`] reports it through the
+//!   reporter, as it would have been reported when its root ended: the same
+//!   records (times, events, properties), whole, the root last;
+//! - by time: [`window`] returns every trace whose root overlapped a span of
+//!   time, [`snapshot`] every trace held;
+//! - by trigger: [`FlightRecorder::report_errors`] and
+//!   [`FlightRecorder::report_if`] keep a trace the threshold would throw
+//!   away, when its root ends, and [`FlightRecorder::on_slow_trace`] hands a
+//!   callback the traces that ran beside each slow one.
+//!
+//! The collector answers on its own thread, in its next cycle, while it
+//! holds the traced threads off their memory: a traced thread never waits
+//! for a retrieval. [`retention`] tells how far back each thread's memory
+//! reaches now. The `minitrace-flight` crate writes what the recorder holds
+//! to files, and `minitrace-view` draws them.
 //!
 //! ```
 //! use minitrace::collector::{Config, ConsoleReporter};
@@ -25,30 +38,32 @@
 //!
 //! minitrace::set_reporter(ConsoleReporter, Config::default().report_slow_traces_only(std::time::Duration::from_secs(1)));
 //! FlightRecorder::new().bytes_per_thread(1 << 20).enable();
+//! let context = SpanContext::random();
 //! {
-//!     let root = Span::root("request", SpanContext::random());
+//!     let root = Span::root("request", context);
 //!     let _guard = root.set_local_parent();
 //!     let _step = LocalSpan::enter_with_local_parent("step");
-//! }
-//! let snapshot = minitrace::recorder::snapshot();
-//! assert_eq!(snapshot.requests.len(), 1);
-//! assert_eq!(snapshot.requests[0].spans[0].name, "step");
+//! } // fast: thrown away, but kept in this thread's memory
+//! let trace = minitrace::recorder::trace(context.trace_id).unwrap();
+//! assert_eq!(trace.spans.len(), 2);
+//! assert_eq!(trace.root().unwrap().name, "request");
 //! # FlightRecorder::disable();
 //! ```
 
-mod ring;
 mod slow;
-mod snapshot;
+mod traces;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::data::otel::RootInfo;
 pub use slow::SlowTraceWindow;
-pub use snapshot::{snapshot, RecordedRequest, RecordedSpan, Snapshot};
+pub use traces::{RecordedTrace, Retention, Snapshot, ThreadRetention};
 
-pub(crate) use ring::{is_on, record};
-pub(crate) use slow::slow_root;
+use crate::collector::retrieve::{self, Answer, Ask};
+use crate::data::id::TraceId;
+use crate::transport::{gate, history};
 
 /// The flight recorder's settings; [`enable`](FlightRecorder::enable)
 /// switches it on.
@@ -57,6 +72,7 @@ pub struct FlightRecorder {
     on_slow_trace: Option<slow::Callback>,
     settle: Duration,
     min_interval: Duration,
+    triggers: gate::Triggers,
 }
 
 impl fmt::Debug for FlightRecorder {
@@ -66,6 +82,8 @@ impl fmt::Debug for FlightRecorder {
             .field("on_slow_trace", &self.on_slow_trace.as_ref().map(|_| ".."))
             .field("settle", &self.settle)
             .field("min_interval", &self.min_interval)
+            .field("report_errors", &self.triggers.on_error)
+            .field("report_if", &self.triggers.predicate.as_ref().map(|_| ".."))
             .finish()
     }
 }
@@ -77,28 +95,77 @@ impl Default for FlightRecorder {
 }
 
 impl FlightRecorder {
-    /// 8 MiB per thread, no automatic dumps.
+    /// 8 MiB per thread, no triggers, no automatic dumps.
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new();
+    /// # drop(recorder);
+    /// ```
     pub fn new() -> FlightRecorder {
         FlightRecorder {
             bytes_per_thread: 8 << 20,
             on_slow_trace: None,
             settle: Duration::from_millis(50),
             min_interval: Duration::from_secs(1),
+            triggers: gate::Triggers::default(),
         }
     }
 
-    /// The memory each traced thread's ring may hold, counted in real
-    /// bytes: each span's and request's entry (~56 and ~100 bytes), and the
-    /// names, properties and keys they own.
+    /// The memory each traced thread's history may hold, counted in real
+    /// bytes: each part's spans (64 bytes a span), and the names,
+    /// properties and events they own.
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new().bytes_per_thread(1 << 20);
+    /// # drop(recorder);
+    /// ```
     pub fn bytes_per_thread(mut self, bytes: usize) -> FlightRecorder {
         self.bytes_per_thread = bytes;
         self
     }
 
-    /// Calls `callback` on a background thread with the requests that
-    /// overlapped each slow root (one slower than `report_slow_traces_only`'s
-    /// threshold, ended on its thread): e.g. to write them to a file. A
-    /// panic in it is caught.
+    /// Reports a trace whose root ends with an error status (see
+    /// [`SpanStatus`](crate::collector::SpanStatus)) whatever its length,
+    /// where the latency threshold would throw it away.
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new().report_errors();
+    /// # drop(recorder);
+    /// ```
+    pub fn report_errors(mut self) -> FlightRecorder {
+        self.triggers.on_error = true;
+        self
+    }
+
+    /// Reports a trace whose root satisfies `predicate` when it ends,
+    /// whatever its length, where the latency threshold would throw it
+    /// away. The predicate runs on the thread where the root ends, only for
+    /// roots the threshold throws away: keep it cheap. A panic in it keeps
+    /// nothing.
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new()
+    ///     .report_if(|root| root.name.starts_with("KEYS"));
+    /// # drop(recorder);
+    /// ```
+    pub fn report_if(
+        mut self,
+        predicate: impl Fn(&RootInfo<'_>) -> bool + Send + Sync + 'static,
+    ) -> FlightRecorder {
+        self.triggers.predicate = Some(Arc::new(predicate));
+        self
+    }
+
+    /// Calls `callback` on a background thread with the traces that
+    /// overlapped each slow root (one slower than
+    /// `report_slow_traces_only`'s threshold): e.g. to write them to a
+    /// file. A panic in it is caught.
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new()
+    ///     .on_slow_trace(|window| println!("{} traces beside a slow one", window.traces.len()));
+    /// # drop(recorder);
+    /// ```
     pub fn on_slow_trace(
         mut self,
         callback: impl Fn(SlowTraceWindow) + Send + Sync + 'static,
@@ -108,8 +175,13 @@ impl FlightRecorder {
     }
 
     /// How long an automatic dump waits after the slow root's end, so that
-    /// the requests still running beside it end and are recorded too
+    /// the traces still running beside it end and are recorded too
     /// (default 50 ms).
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new().settle_time(std::time::Duration::from_millis(10));
+    /// # drop(recorder);
+    /// ```
     pub fn settle_time(mut self, settle: Duration) -> FlightRecorder {
         self.settle = settle;
         self
@@ -117,26 +189,145 @@ impl FlightRecorder {
 
     /// At most one automatic dump per this interval; slow roots in between
     /// are counted in [`automatic_dumps`] as skipped (default 1 s).
+    ///
+    /// ```
+    /// let recorder = minitrace::recorder::FlightRecorder::new().min_interval(std::time::Duration::ZERO);
+    /// # drop(recorder);
+    /// ```
     pub fn min_interval(mut self, interval: Duration) -> FlightRecorder {
         self.min_interval = interval;
         self
     }
 
-    /// Starts recording every root that ends on its thread from now on.
+    /// Starts keeping every trace from now on (replacing earlier settings).
+    ///
+    /// ```
+    /// minitrace::recorder::FlightRecorder::new().enable();
+    /// # minitrace::recorder::FlightRecorder::disable();
+    /// ```
     pub fn enable(self) {
         slow::configure(slow::Settings {
             callback: self.on_slow_trace,
             settle: self.settle,
             min_interval: self.min_interval,
         });
-        ring::switch(true, self.bytes_per_thread);
+        gate::set_triggers(Some(self.triggers));
+        history::set_limit(self.bytes_per_thread);
     }
 
-    /// Stops recording and forgets what was recorded.
+    /// Stops keeping traces and forgets what was kept (at the collector's
+    /// next cycle).
+    ///
+    /// ```
+    /// minitrace::recorder::FlightRecorder::disable();
+    /// ```
     pub fn disable() {
-        ring::switch(false, 0);
-        ring::clear();
+        history::set_limit(0);
+        gate::set_triggers(None);
+        slow::configure(slow::Settings::default());
+        retrieve::ask_later(Ask::Clear);
     }
+}
+
+/// The trace `trace_id` as the recorder holds it (its spans from every
+/// thread, assembled as a report would deliver them), or `None` when it
+/// holds nothing of it. Waits for the collector's next cycle (at most
+/// 10 s); returns `None` at once without a reporter, or when called from a
+/// reporter (on the collector's thread). When a process holds two roots of
+/// the trace (a request retried), this is the one whose root ended last.
+///
+/// ```
+/// let trace_id = minitrace::collector::TraceId(42);
+/// assert!(minitrace::recorder::trace(trace_id).is_none());
+/// ```
+pub fn trace(trace_id: TraceId) -> Option<RecordedTrace> {
+    traces_of(retrieve::ask(Ask::Trace(trace_id))).pop()
+}
+
+/// Reports the trace `trace_id` through the reporter, as it would have been
+/// reported when its root ended, if the recorder holds it and it was not
+/// reported then. Returns at once; the collector does it in its next cycle.
+/// Counted in [`stats`]: retrieved, partly overwritten (some spans were
+/// made room for), not found.
+///
+/// ```
+/// minitrace::recorder::retrieve(minitrace::collector::TraceId(42));
+/// ```
+pub fn retrieve(trace_id: TraceId) {
+    retrieve::ask_later(Ask::Report(trace_id));
+}
+
+/// Every trace the recorder holds whose root ran at some moment of
+/// `begin_unix_ns..=end_unix_ns`. Waits for the collector, as [`trace`].
+///
+/// ```
+/// assert!(minitrace::recorder::window(0, u64::MAX).is_empty());
+/// ```
+pub fn window(begin_unix_ns: u64, end_unix_ns: u64) -> Vec<RecordedTrace> {
+    traces_of(retrieve::ask(Ask::Window(begin_unix_ns, end_unix_ns)))
+}
+
+/// Every trace the recorder holds now, from every thread, oldest root
+/// first. Waits for the collector, as [`trace`].
+///
+/// ```
+/// let snapshot = minitrace::recorder::snapshot();
+/// assert!(snapshot.traces.iter().all(|trace| !trace.spans.is_empty()));
+/// ```
+pub fn snapshot() -> Snapshot {
+    Snapshot { traces: traces_of(retrieve::ask(Ask::All)) }
+}
+
+/// How far back each thread's memory reaches now. Waits for the
+/// collector, as [`trace`].
+///
+/// ```
+/// let retention = minitrace::recorder::retention();
+/// println!("{:?}", retention.oldest_unix_ns());
+/// ```
+pub fn retention() -> Retention {
+    match retrieve::ask(Ask::Retention) {
+        Some(Answer::Retention(threads)) => Retention::from_threads(threads),
+        _ => Retention::default(),
+    }
+}
+
+fn traces_of(answer: Option<Answer>) -> Vec<RecordedTrace> {
+    let mut traces: Vec<RecordedTrace> = match answer {
+        Some(Answer::Traces(traces)) => traces.into_iter().map(RecordedTrace::from).collect(),
+        _ => Vec::new(),
+    };
+    traces.sort_by_key(|trace| trace.begin_unix_ns());
+    traces
+}
+
+/// What the recorder did, since the process started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecorderStats {
+    /// Parts of traces (a thread's batch of local spans, or a span) that
+    /// made room for newer ones in their thread's memory.
+    pub overwritten_parts: u64,
+    /// The spans in those parts.
+    pub overwritten_spans: u64,
+    /// Traces retrieved (by [`trace`] or [`retrieve`]) whole.
+    pub retrieved: u64,
+    /// Traces retrieved with spans missing (made room for, or dropped).
+    pub partly_overwritten: u64,
+    /// Traces asked for by id that the recorder did not hold.
+    pub not_found: u64,
+}
+
+/// Reads the recorder's counters.
+///
+/// ```
+/// let stats = minitrace::recorder::stats();
+/// assert!(stats.overwritten_spans >= stats.overwritten_parts || stats.overwritten_parts > 0);
+/// ```
+pub fn stats() -> RecorderStats {
+    let (overwritten_parts, overwritten_spans) = history::overwritten();
+    let (retrieved, partly_overwritten, not_found) = retrieve::counts();
+    RecorderStats { overwritten_parts, overwritten_spans, retrieved, partly_overwritten, not_found }
 }
 
 /// What became of the automatic dumps so far.
@@ -149,28 +340,15 @@ pub struct AutomaticDumps {
     pub skipped: u64,
 }
 
-/// What the recorder did with the requests it was given, since the
-/// process started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RecorderStats {
-    /// Requests that made room for newer ones in their thread's memory, or
-    /// were never kept, being larger than the whole bound.
-    pub overwritten_requests: u64,
-}
-
-/// Reads the recorder's counters.
+/// How many automatic dumps were done and skipped.
 ///
 /// ```
-/// let stats = minitrace::recorder::stats();
-/// assert!(stats.overwritten_requests < u64::MAX);
+/// let dumps = minitrace::recorder::automatic_dumps();
+/// assert!(dumps.done + dumps.skipped < u64::MAX);
 /// ```
-pub fn stats() -> RecorderStats {
-    RecorderStats { overwritten_requests: ring::overwritten() }
-}
-
-/// How many automatic dumps were done and skipped.
 pub fn automatic_dumps() -> AutomaticDumps {
     let (skipped, done) = slow::counts();
     AutomaticDumps { done, skipped }
 }
+
+pub(crate) use slow::slow_root;

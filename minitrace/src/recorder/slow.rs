@@ -1,7 +1,8 @@
-//! The automatic dump around a slow trace: when a root ends on its thread
+//! The automatic dump around a slow trace: when the collector files a root
 //! slower than `report_slow_traces_only`'s threshold, a background thread
-//! waits a moment for the requests that overlapped it to end, then hands
-//! every recorded request that overlapped it to the user's callback.
+//! waits a moment for the traces that overlapped it to end, then hands
+//! every trace the recorder holds that overlapped it to the user's
+//! callback.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -9,18 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant as StdInstant};
 
-use minstant::Instant;
-
 use crate::data::id::TraceId;
-use crate::data::timeline::Timeline;
-use crate::recorder::snapshot::{snapshot_where, RecordedRequest};
+use crate::recorder::RecordedTrace;
 use crate::util::lock;
 
 /// Slow roots waiting for their dump, at most this many; more are counted
 /// as skipped.
 const MAX_WAITING: usize = 64;
 
-/// The requests that overlapped a slow one, and the slow one itself.
+/// The traces that overlapped a slow one, and the slow one itself.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlowTraceWindow {
     /// The slow request's trace.
@@ -29,13 +27,14 @@ pub struct SlowTraceWindow {
     pub begin_unix_ns: u64,
     /// When it ended.
     pub end_unix_ns: u64,
-    /// Every recorded request that ran at some moment of the slow one,
-    /// itself included.
-    pub requests: Vec<RecordedRequest>,
+    /// Every trace the recorder held whose root ran at some moment of the
+    /// slow one, itself included.
+    pub traces: Vec<RecordedTrace>,
 }
 
 pub(crate) type Callback = Arc<dyn Fn(SlowTraceWindow) + Send + Sync>;
 
+#[derive(Default)]
 pub(crate) struct Settings {
     pub(crate) callback: Option<Callback>,
     pub(crate) settle: Duration,
@@ -90,9 +89,9 @@ pub(crate) fn configure(settings: Settings) {
     }
 }
 
-/// A root kept as slow ended on this thread: its window is dumped soon.
+/// The collector filed a root kept as slow: its window is dumped soon.
 #[cold]
-pub(crate) fn slow_root(trace_id: TraceId, begin: Instant, end: Instant) {
+pub(crate) fn slow_root(trace_id: TraceId, begin_unix_ns: u64, end_unix_ns: u64) {
     let Some(dumps) = DUMPS.get() else { return };
     let settle = {
         let settings = lock(&dumps.settings);
@@ -101,8 +100,6 @@ pub(crate) fn slow_root(trace_id: TraceId, begin: Instant, end: Instant) {
         }
         settings.settle
     };
-    let timeline = Timeline::current();
-    let (begin_unix_ns, end_unix_ns) = (timeline.unix_nanos(begin), timeline.unix_nanos(end));
     let mut waiting = lock(&dumps.waiting);
     if waiting.len() >= MAX_WAITING {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
@@ -139,13 +136,12 @@ fn dump_thread(dumps: &'static Dumps) {
             continue;
         }
         last_dump = Some(StdInstant::now());
-        let requests =
-            snapshot_where(|begin, end| begin <= slow.end_unix_ns && end >= slow.begin_unix_ns).requests;
+        let traces = crate::recorder::window(slow.begin_unix_ns, slow.end_unix_ns);
         let window = SlowTraceWindow {
             trace_id: slow.trace_id,
             begin_unix_ns: slow.begin_unix_ns,
             end_unix_ns: slow.end_unix_ns,
-            requests,
+            traces,
         };
         // A panicking callback must not end the automatic dumps.
         if catch_unwind(AssertUnwindSafe(|| callback(window))).is_ok() {

@@ -1,22 +1,23 @@
 //! A root's end on the thread that started it: its trace's fate is decided
 //! there. Kept (reported), it goes to the collector with the local spans
 //! that waited for it (see `local::parked`). Thrown away (cancelled, or
-//! faster than `report_slow_traces_only`'s threshold), it is reset where it
-//! lies: its buffers go back to the thread's pool and its spans are counted
-//! in the thread's own counter; no message, no shared write. Only a trace
-//! with parts that may already be on their way to the collector (see
-//! `data::escape`) sends its root, marked cancelled, so the collector
-//! throws those away too.
+//! faster than `report_slow_traces_only`'s threshold), it stays where it
+//! lies: with the flight recorder on, its parts move into the thread's
+//! history (`transport::history`), as they were recorded, to be retrieved
+//! after the fact; off, its buffers go back to the thread's pool. Its spans
+//! are counted in the thread's own counter; no message, no shared
+//! read-modify-write. Only a trace with parts that may already be on their
+//! way to the collector (see `data::escape`) sends its root, marked
+//! cancelled, so the collector throws those away too.
 
 use crate::data::batch::Role;
 use crate::data::raw_span::Clock;
 use crate::data::span_state::SpanState;
 use crate::data::{collect_id, escape};
-use minstant::Instant;
 
-use crate::local::parked::{self, Parked};
+use crate::local::parked;
 use crate::local::stack;
-use crate::recorder;
+use crate::transport::history::{self, Kept};
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::{gate, queue, span_buffers, stats};
 
@@ -25,11 +26,15 @@ use crate::transport::{gate, queue, span_buffers, stats};
 pub(crate) fn end_root_here(mut root: SpanState) {
     let end = Clock::SameThread.now();
     let collect_id = root.collect_id();
-    let mut waiting = parked::take(collect_id);
-    let kept = root.role() == Role::Root && gate::keeps_root(root.begin(), end);
-    if recorder::is_on() {
-        record(&root, end, waiting.as_mut(), kept);
-    }
+    let waiting = parked::take(collect_id);
+    let kept = root.role() == Role::Root && {
+        let policy = gate::policy();
+        // The length is worked out only when a threshold is set.
+        policy.threshold().is_none()
+            || gate::root_is_kept(&policy, end.saturating_duration_since(root.begin()), || {
+                (root.static_name_or_owned(), root.properties())
+            })
+    };
     if kept {
         if let Some(waiting) = waiting {
             waiting.submit();
@@ -37,32 +42,31 @@ pub(crate) fn end_root_here(mut root: SpanState) {
         queue::submit_with(1, || Message::Ended(EndedSpan { state: root, end }));
         return;
     }
-    let mut thrown_away = 0;
-    if let Some(waiting) = waiting {
-        thrown_away += waiting.count;
-        span_buffers::give_back_locally(waiting.spans);
-    }
-    if escape::is_marked(collect_id) || stack::has_line_of(collect_id) {
+    let mut thrown_away = waiting.as_ref().map_or(0, |waiting| waiting.count);
+    let escaped = escape::is_marked(collect_id) || stack::has_line_of(collect_id);
+    let limit = history::limit();
+    if escaped {
         // The collector counts the root, and whatever else it gets of the trace.
         root.set_role(Role::CancelledRoot);
         queue::submit_with(1, || Message::Ended(EndedSpan { state: root, end }));
+    } else if limit > 0 {
+        // Kept for the flight recorder, as recorded: the root too.
+        thrown_away += 1;
+        let root = Kept::new(Message::Ended(EndedSpan { state: root, end }));
+        let batch = waiting.map(|waiting| Kept::new(waiting.into_message()));
+        stats::count_sampled_out_here(thrown_away);
+        return queue::keep(batch.into_iter().chain([root]), limit);
     } else {
         thrown_away += 1;
         drop(root);
     }
-    stats::count_sampled_out_here(thrown_away);
-}
-
-/// Keeps the request in the flight recorder; a root kept for its length
-/// also starts an automatic dump of what overlapped it.
-#[cold]
-fn record(root: &SpanState, end: Instant, waiting: Option<&mut Parked>, kept: bool) {
-    let spans = waiting.map_or(&mut [][..], |waiting| &mut waiting.spans[..]);
-    let (trace_id, begin) = (root.trace_id(), root.begin());
-    recorder::record(trace_id, (root.name(), root.properties(), begin, end), spans, !kept);
-    if kept && gate::slow_threshold_set() {
-        recorder::slow_root(trace_id, begin, end);
+    match waiting {
+        // This thread's part of an escaped trace: kept for the recorder.
+        Some(waiting) if limit > 0 => queue::keep([Kept::new(waiting.into_message())], limit),
+        Some(waiting) => span_buffers::give_back_locally(waiting.spans),
+        None => {}
     }
+    stats::count_sampled_out_here(thrown_away);
 }
 
 /// Whether `root`'s end is decided here (see [`end_root_here`]).

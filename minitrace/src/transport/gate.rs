@@ -12,10 +12,10 @@ use std::sync::Mutex;
 
 use std::time::Duration;
 
-use minstant::Instant;
-
 use crate::data::config::{Config, FatePolicy, ALL};
 use crate::data::id::TraceId;
+use crate::data::otel::RootInfo;
+use crate::data::record::Property;
 use crate::util::lock;
 
 /// A root is recorded when its trace id's sampling key (see [`key`]) is
@@ -124,18 +124,60 @@ pub(crate) fn policy() -> FatePolicy {
     FatePolicy::new(threshold, REPORT_BEFORE_ROOT_FINISH.load(Ordering::Relaxed))
 }
 
-/// Whether a root from `begin` to `end` is reported, by the policy's rule.
-/// Its length is worked out only when a threshold is set: kept roots do
-/// not pay the conversion.
+/// The rule a finished root's trace is kept by, in one place for the
+/// thread where it ends and for the collector: the policy's (at least the
+/// threshold's length), or a trigger of the flight recorder's (an error
+/// status, the user's predicate). `info` is made only when a trigger is
+/// set, and called for only when the policy would throw the trace away.
 #[inline]
-pub(crate) fn keeps_root(begin: Instant, end: Instant) -> bool {
-    let policy = policy();
-    policy.threshold().is_none() || policy.keeps(end.saturating_duration_since(begin))
+pub(crate) fn root_is_kept<'a>(
+    policy: &FatePolicy,
+    length: Duration,
+    info: impl FnOnce() -> (&'a str, &'a [Property]),
+) -> bool {
+    policy.keeps(length) || (TRIGGERS_SET.load(Ordering::Relaxed) && triggered(length, info()))
 }
 
-/// Whether `report_slow_traces_only` set a threshold.
-pub(crate) fn slow_threshold_set() -> bool {
-    THRESHOLD_NANOS_PLUS_ONE.load(Ordering::Relaxed) != 0
+#[cold]
+fn triggered(duration: Duration, (name, properties): (&str, &[Property])) -> bool {
+    let triggers = match TRIGGERS.read() {
+        Ok(triggers) => triggers,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let Some(triggers) = triggers.as_ref() else { return false };
+    let info = RootInfo { name, properties, duration };
+    if triggers.on_error && info.is_error() {
+        return true;
+    }
+    // A panicking predicate keeps nothing, and is not called again.
+    match &triggers.predicate {
+        Some(predicate) => {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| predicate(&info))).unwrap_or(false)
+        }
+        None => false,
+    }
+}
+
+/// A user's predicate on a finished root.
+pub(crate) type Predicate = std::sync::Arc<dyn Fn(&RootInfo<'_>) -> bool + Send + Sync>;
+
+/// The flight recorder's triggers: a trace thrown away by the policy is
+/// reported anyway when its root has an error status (`on_error`) or
+/// satisfies the predicate.
+#[derive(Clone, Default)]
+pub(crate) struct Triggers {
+    pub(crate) on_error: bool,
+    pub(crate) predicate: Option<Predicate>,
+}
+
+static TRIGGERS_SET: AtomicBool = AtomicBool::new(false);
+static TRIGGERS: std::sync::RwLock<Option<Triggers>> = std::sync::RwLock::new(None);
+
+/// Sets (or, with `None`, removes) the flight recorder's triggers.
+pub(crate) fn set_triggers(triggers: Option<Triggers>) {
+    let set = triggers.as_ref().is_some_and(|triggers| triggers.on_error || triggers.predicate.is_some());
+    *TRIGGERS.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = triggers;
+    TRIGGERS_SET.store(set, Ordering::Relaxed);
 }
 
 /// Whether local spans may wait on their thread for their root's end.
@@ -195,12 +237,11 @@ mod tests {
         assert_eq!(key(TraceId(0xffff_0000_0000_0000_0000_0000_0000_0002)), 1);
     }
 
-    /// The thread's copy of the policy decides as the collector's does, at
-    /// the edges too: a zero threshold keeps a zero-length root (the
-    /// thread once clamped it to 1 ns and threw that root away).
+    /// The thread's copy of the policy is the collector's, and one rule
+    /// decides at the edges too: a zero threshold keeps a zero-length root
+    /// (the thread once clamped it to 1 ns and threw that root away).
     #[test]
     fn the_thread_and_the_collector_apply_one_rule() {
-        let start = Instant::now();
         for threshold in [None, Some(0), Some(1), Some(1_000), Some(u64::MAX - 1)] {
             let mut config = Config::default();
             if let Some(nanos) = threshold {
@@ -209,16 +250,14 @@ mod tests {
             reporter_set(&config);
             assert_eq!(policy(), FatePolicy::of(&config));
             for length in [0, 1, 999, 1_000, 1_001] {
-                let end = start + Duration::from_nanos(length);
-                // The tick conversion may round: compare with the length the ticks hold.
-                let held = end.saturating_duration_since(start);
+                let length = Duration::from_nanos(length);
+                let expected = threshold.map_or(true, |nanos| length >= Duration::from_nanos(nanos));
                 assert_eq!(
-                    keeps_root(start, end),
-                    FatePolicy::of(&config).keeps(held),
-                    "threshold {threshold:?}, length {length} ns"
+                    root_is_kept(&policy(), length, || ("root", &[])),
+                    expected,
+                    "{threshold:?}, {length:?}"
                 );
             }
-            assert_eq!(keeps_root(start, start), matches!(threshold, None | Some(0)), "{threshold:?}");
         }
         reporter_set(&Config::default());
     }

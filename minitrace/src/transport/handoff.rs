@@ -97,6 +97,19 @@ impl<M, E, H: Default> Default for Handoff<M, E, H> {
     }
 }
 
+impl<M, E, H: Default> Handoff<M, E, H> {
+    /// A handoff whose outbox starts as `outbox` (with room for the
+    /// thread's first messages).
+    pub(crate) fn with_outbox(outbox: Vec<M>) -> Handoff<M, E, H> {
+        let handoff = Handoff::default();
+        handoff.main.with_mut(|main| {
+            // SAFETY: the handoff is not shared yet.
+            unsafe { (*main).cells.outbox = outbox };
+        });
+        handoff
+    }
+}
+
 impl<M, E, H> Handoff<M, E, H> {
     /// The thread will write no more: called by it after its last write.
     pub(crate) fn close(&self) {
@@ -234,9 +247,30 @@ impl Hub {
 impl<M, E, H> Main<M, E, H> {
     /// The cells' content and `older`'s (written during the previous
     /// harvest, so before the cells'), taken in order.
+    #[cfg(all(test, feature = "loom"))]
     pub(crate) fn take_cells(&mut self, older: &mut Cells<M, E>) -> Cells<M, E> {
-        let mut taken = std::mem::take(older);
-        taken.absorb(&mut self.cells);
+        self.take_cells_with(older, Vec::new)
+    }
+
+    /// As [`take_cells`](Self::take_cells), leaving the thread outboxes
+    /// that `spare` gives (emptied ones, with room), so that its next
+    /// messages need no allocation.
+    pub(crate) fn take_cells_with(
+        &mut self,
+        older: &mut Cells<M, E>,
+        mut spare: impl FnMut() -> Vec<M>,
+    ) -> Cells<M, E> {
+        let mut taken = Cells { outbox: Vec::new(), kept: std::mem::take(&mut older.kept) };
+        taken.kept.append(&mut self.cells.kept);
+        match (older.outbox.is_empty(), self.cells.outbox.is_empty()) {
+            (true, true) => {}
+            // The usual case: the thread's outbox moves out whole.
+            (true, false) => taken.outbox = std::mem::replace(&mut self.cells.outbox, spare()),
+            (false, _) => {
+                taken.outbox = std::mem::replace(&mut older.outbox, spare());
+                taken.outbox.append(&mut self.cells.outbox);
+            }
+        }
         taken
     }
 }

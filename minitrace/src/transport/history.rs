@@ -7,11 +7,8 @@
 //! protocol (`transport::handoff`); the collector reads histories during a
 //! harvest, to retrieve traces after the fact.
 
-// Its users, the flight recorder's retention and retrieval, come next.
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
@@ -19,18 +16,35 @@ use crate::transport::message::{EndedSpan, Message};
 use crate::transport::span_buffers;
 
 static OVERWRITTEN_PARTS: AtomicU64 = AtomicU64::new(0);
+/// The bytes each thread's history may hold; 0: the recorder is off, and
+/// nothing is kept.
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// The bytes each thread's history may hold (0: nothing is kept).
+#[inline]
+pub(crate) fn limit() -> usize {
+    LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets [`limit`]: the flight recorder switched on or off.
+pub(crate) fn set_limit(bytes: usize) {
+    LIMIT.store(bytes, Ordering::Relaxed);
+}
 static OVERWRITTEN_SPANS: AtomicU64 = AtomicU64::new(0);
 
 /// A part of a trace kept in a history, and the bytes it holds.
 pub(crate) struct Kept {
     pub(crate) message: Message,
     pub(crate) bytes: usize,
+    /// The thread that kept it, once it left that thread's history (the
+    /// thread exited); 0 while there.
+    pub(crate) thread: u32,
 }
 
 impl Kept {
     pub(crate) fn new(message: Message) -> Kept {
         let bytes = message_bytes(&message);
-        Kept { message, bytes }
+        Kept { message, bytes, thread: 0 }
     }
 
     /// A root's span, if this part is one.

@@ -43,10 +43,8 @@ pub(crate) struct Thread {
     /// read-modify-write per message, the thread counting what it queued in
     /// a plain field, the collector adding what it filed here.
     pub(crate) drained: AtomicUsize,
-    /// A harvest took it after it exited: nothing of it is left to take.
-    drained_to_the_end: AtomicBool,
-    /// A small number per thread, in the order threads first sent.
-    #[allow(dead_code)] // the flight recorder's retention uses it next
+    /// A small number per thread, in the order threads first sent (0 is
+    /// none: messages of exiting threads).
     pub(crate) number: u32,
 }
 
@@ -166,7 +164,6 @@ pub(crate) fn submit_with(spans: usize, make: impl FnOnce() -> Message) {
     });
 }
 
-#[allow(dead_code)] // the flight recorder's retention uses it next
 /// Keeps what this thread recorded of a trace it threw away in its history
 /// (the flight recorder's memory), never waiting.
 pub(crate) fn keep(entries: impl IntoIterator<Item = Kept>, limit: usize) {
@@ -320,14 +317,20 @@ pub(crate) fn drops_pending() -> bool {
 fn register_thread() -> ThreadQueue {
     static NEXT_NUMBER: AtomicUsize = AtomicUsize::new(1);
     let thread = Arc::new(Thread {
-        handoff: Handoff::default(),
+        handoff: Handoff::with_outbox(Vec::with_capacity(OUTBOX_CAPACITY)),
         drained: AtomicUsize::new(0),
-        drained_to_the_end: AtomicBool::new(false),
         number: NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) as u32,
     });
     lock(&THREADS).push(thread.clone());
     ThreadQueue { thread, queued: 0 }
 }
+
+/// Outboxes kept empty for threads (see [`harvest`]): enough for a few.
+pub(crate) const MAX_SPARES: usize = 16;
+/// The messages a thread's outbox has room for from the start (~350 KiB): a
+/// thread's messages between two harvests, usually, so that its writes
+/// need no allocation; past that it grows, once.
+const OUTBOX_CAPACITY: usize = 1 << 12;
 
 /// Takes every thread's messages at once, a consistent cut (see
 /// `transport::handoff`): hands them, thread by thread, to `take`, which
@@ -335,55 +338,34 @@ fn register_thread() -> ThreadQueue {
 /// each thread's history (`None`: messages sent by exiting threads). Then
 /// lets threads that exited and have nothing more go.
 pub(crate) fn harvest(
-    mut take: impl FnMut(Option<&Arc<Thread>>, Cells<Message, Kept>, Option<&mut History>),
+    spares: &mut Vec<Vec<Message>>,
+    mut take: impl FnMut(Option<&Arc<Thread>>, Cells<Message, Kept>, Option<&mut History>, bool),
 ) {
-    let mut finished = Vec::new();
+    let mut retired = Vec::new();
     let threads = || lock(&THREADS).clone();
     hub().harvest(
         threads,
         |thread| &thread.handoff,
-        |thread, main, older, finished_here| {
-            let cells = main.take_cells(older);
-            take(Some(thread), cells, Some(&mut main.history));
-            // Exited, and nothing of it left for later harvests.
-            if finished_here {
-                finished.push((thread.clone(), main.history.is_empty()));
+        |thread, main, older, finished| {
+            let spare = || spares.pop().unwrap_or_else(|| Vec::with_capacity(OUTBOX_CAPACITY));
+            let cells = main.take_cells_with(older, spare);
+            let sent = !cells.outbox.is_empty();
+            take(Some(thread), cells, Some(&mut main.history), finished);
+            // Exited, nothing of it left for later harvests, and nothing
+            // sent now that the collector may give back to its history
+            // (which the collector empties when it keeps it elsewhere).
+            if finished && !sent && main.history.is_empty() {
+                retired.push(thread.clone());
             }
         },
     );
     let late = std::mem::take(&mut *lock(&LATE));
     if !late.is_empty() {
-        take(None, Cells { outbox: late, kept: Vec::new() }, None);
+        take(None, Cells { outbox: late, kept: Vec::new() }, None, false);
     }
-    if !finished.is_empty() {
-        retire(&mut lock(&THREADS), finished);
+    if !retired.is_empty() {
+        lock(&THREADS).retain(|thread| !retired.iter().any(|gone| Arc::ptr_eq(gone, thread)));
     }
-}
-
-/// Histories of exited threads kept for the flight recorder, the newest;
-/// older ones are let go, so that threads coming and going cannot grow
-/// memory.
-const MAX_EXITED: usize = 16;
-
-/// Lets go of exited threads that were harvested to the end: at once when
-/// they kept nothing, else beyond the newest [`MAX_EXITED`]. A thread that
-/// exited but was not yet harvested since is kept, whatever their number:
-/// its last messages are still to be taken.
-fn retire(threads: &mut Vec<Arc<Thread>>, finished: Vec<(Arc<Thread>, bool)>) {
-    for (thread, kept_nothing) in &finished {
-        thread.drained_to_the_end.store(true, Ordering::Relaxed);
-        if *kept_nothing {
-            threads.retain(|other| !Arc::ptr_eq(other, thread));
-        }
-    }
-    let done = |thread: &Arc<Thread>| thread.drained_to_the_end.load(Ordering::Relaxed);
-    let exited = threads.iter().filter(|thread| done(thread)).count();
-    let mut excess = exited.saturating_sub(MAX_EXITED);
-    threads.retain(|thread| {
-        let go = excess > 0 && done(thread);
-        excess -= usize::from(go);
-        !go
-    });
 }
 
 /// The collector gives back to a thread the budget of the messages it has

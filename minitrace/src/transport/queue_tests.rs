@@ -22,7 +22,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Every thread's messages, with the threads' numbers; credited.
 fn harvest_all() -> Vec<(Option<u32>, Vec<Message>)> {
     let mut cut = Vec::new();
-    harvest(|thread, cells, _| {
+    harvest(&mut Vec::new(), |thread, cells, _, _| {
         let mut credit = Credit::new(thread.map(Arc::as_ref));
         cells.outbox.iter().for_each(|message| credit.add(message));
         drop(credit);
@@ -36,7 +36,8 @@ fn trace_of(message: &Message) -> u128 {
 }
 
 /// Closed at the thread's exit, an exited thread's handover is taken to
-/// the end and then let go, not kept for ever.
+/// the end and then let go, not kept for ever: at the harvest after the
+/// one that took its last message (which the collector may give back).
 #[test]
 fn an_exited_threads_handover_is_harvested_and_let_go() {
     let _serial = lock(&ONE_AT_A_TIME);
@@ -46,6 +47,9 @@ fn an_exited_threads_handover_is_harvested_and_let_go() {
     assert_eq!(lock(&THREADS).len(), threads + 1);
     let filed: usize = harvest_all().iter().map(|(_, messages)| messages.len()).sum();
     assert_eq!(filed, 1);
+    assert_eq!(lock(&THREADS).len(), threads + 1);
+    let filed: usize = harvest_all().iter().map(|(_, messages)| messages.len()).sum();
+    assert_eq!(filed, 0);
     assert_eq!(lock(&THREADS).len(), threads);
 }
 

@@ -15,6 +15,7 @@ static TRACE_TOO_LARGE: AtomicU64 = AtomicU64::new(0);
 static REPORTER_FAILED: AtomicU64 = AtomicU64::new(0);
 static WAITED_FOR_ROOM: AtomicU64 = AtomicU64::new(0);
 static EVENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
+static RETRIEVED: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the collector's counters, since the process started.
 ///
@@ -59,6 +60,11 @@ pub struct Stats {
     /// entries under one parent. Not counted in [`dropped`](Stats::dropped),
     /// which counts spans.
     pub dropped_events: u64,
+    /// Span records handed to the reporter by a retrieval after the fact
+    /// (see [`recorder::retrieve`](crate::recorder::retrieve)): spans whose
+    /// trace was thrown away when its root ended (counted then in
+    /// [`spans_sampled_out`](Stats::spans_sampled_out)), delivered since.
+    pub spans_retrieved: u64,
 }
 
 impl Stats {
@@ -94,6 +100,7 @@ pub fn stats() -> Stats {
         dropped_by_reporter: read(&REPORTER_FAILED),
         waits_for_room: read(&WAITED_FOR_ROOM),
         dropped_events: read(&EVENTS_DROPPED),
+        spans_retrieved: read(&RETRIEVED),
     }
 }
 
@@ -112,6 +119,10 @@ pub fn count_dropped_by_reporter(spans: u64) {
 
 pub(crate) fn count_reported(spans: usize) {
     REPORTED.fetch_add(spans as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn count_retrieved(spans: usize) {
+    RETRIEVED.fetch_add(spans as u64, Ordering::Relaxed);
 }
 
 pub(crate) fn count_sampled_out(spans: usize) {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod shapes;
+
 use std::sync::{mpsc, Arc, OnceLock};
 
 use parking_lot::Mutex;

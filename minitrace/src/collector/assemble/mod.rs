@@ -14,8 +14,10 @@
 //! was is kept in [`fates`]; the outbox is handed to the reporter in
 //! [`report`].
 
+mod close;
 mod early;
 mod fates;
+mod keep;
 mod late_events;
 mod open;
 mod report;
@@ -29,18 +31,20 @@ use std::time::Instant as StdInstant;
 use crate::collector::assemble::fates::{Fate, RecentFates};
 use crate::collector::assemble::late_events::LateEvents;
 use crate::collector::assemble::open::{Dropped, OpenTrace};
+use crate::collector::retrieve::{self, Gathering};
 use crate::data::batch::{Batch, Role};
 use crate::data::config::{Config, FatePolicy};
 use crate::data::convert::{convert, Part};
 use crate::data::escape;
 use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
-use crate::data::record::{EventRecord, Reporter, SpanRecord};
+use crate::data::record::{Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
 use crate::data::timeline::Timeline;
+use crate::transport::history;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::queue::Thread;
-use crate::transport::{queue, span_buffers, stats};
+use crate::transport::{gate, queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
 
 /// Emptied span buffers returned to the pool at once: one lock per this many.
@@ -92,10 +96,19 @@ pub(crate) struct Collector {
     late_events: LateEvents,
     /// Cycles run, to age what waits.
     cycles: u64,
+    /// The flight recorder is on: what is filed is kept intact, to be
+    /// given back to the threads it came from (see [`keep`]).
+    keep: bool,
+    /// What was filed in the last cycle, by thread, to give back.
+    to_return: Vec<(Arc<Thread>, Vec<Message>)>,
+    /// What exited threads kept, while the recorder is on.
+    exited: history::History,
+    /// Emptied outboxes, to give threads at the next harvest.
+    spares: Vec<Vec<Message>>,
 }
 
 /// A lossy trace, reported: its root, and the ids of its dropped spans.
-struct LossyTrace {
+pub(super) struct LossyTrace {
     root: SpanId,
     dropped: Dropped,
 }
@@ -126,6 +139,10 @@ impl Collector {
             last_late: None,
             late_events: LateEvents::default(),
             cycles: 0,
+            keep: false,
+            to_return: Vec::new(),
+            exited: history::History::default(),
+            spares: Vec::new(),
         }
     }
 
@@ -148,9 +165,11 @@ impl Collector {
         // Every thread's messages at once, a consistent cut (see
         // `transport::handoff`): a root in it comes with every part that
         // ended before it, or they came in an earlier cut.
-        let mut cut = Vec::new();
-        queue::harvest(|thread, cells, _history| cut.push((thread.cloned(), cells.outbox)));
+        self.keep = history::limit() > 0;
+        let mut gathering = Gathering::new(retrieve::take_requests());
+        let mut cut = self.harvest(&mut gathering);
         self.file_cut(&mut cut);
+        self.keep_cut(cut, gathering);
         self.apply_drops();
         self.cycles += 1;
         self.late_events.expire(self.cycles);
@@ -202,12 +221,23 @@ impl Collector {
     /// the rest is dropped there.
     fn file(&mut self, message: &mut Message) {
         match message {
+            // Kept for the flight recorder: converted from clones.
+            Message::Ended(EndedSpan { state, end }) if self.keep => {
+                let (targets, role) = (state.targets(), state.role());
+                self.file_part(Part::KeptEnded(state, *end), &targets, role, 1);
+            }
             Message::Ended(EndedSpan { state, end }) => {
                 // Converted from where it lies, not taken apart into a raw
                 // span first (PERFORMANCE.md, "Building values where they live").
                 let (targets, role) = (state.targets(), state.role());
                 self.file_part(Part::Ended(state, *end), &targets, role, 1);
             }
+            Message::Parts(parts) if self.keep => self.file_part(
+                Part::KeptBatch(&parts.batch),
+                &parts.targets,
+                parts.role,
+                parts.spans_per_target,
+            ),
             Message::Parts(parts) => self.file_part(
                 Part::Batch(&mut parts.batch),
                 &parts.targets,
@@ -374,7 +404,9 @@ impl Collector {
         // The root's duration is worked out only when it is compared.
         let policy = FatePolicy::of(&self.config);
         let too_fast = policy.threshold().is_some()
-            && root.span_duration().is_some_and(|duration| !policy.keeps(duration));
+            && root.span_duration().is_some_and(|duration| {
+                !gate::root_is_kept(&policy, duration, || root.name_and_properties())
+            });
         if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));
             self.finished.insert(target.collect_id, Fate::Discarded, self.now);
@@ -415,53 +447,6 @@ impl Collector {
         }
         convert(root, target, &self.timeline, &mut self.outbox, &mut events, &mut self.emptied);
         self.close_trace(target.collect_id, first, events, dropped);
-    }
-
-    /// A trace's records, from `first` to the end of the outbox (its root
-    /// last), made whole: its events attached (those whose span has not
-    /// arrived wait for it, see [`LateEvents`]) and the children of its
-    /// dropped spans re-parented to the root. Its fate is noted as
-    /// reported: the records go to the reporter with the outbox's next
-    /// report.
-    fn close_trace(
-        &mut self,
-        collect_id: u64,
-        first: usize,
-        events: Vec<(SpanId, EventRecord)>,
-        dropped: Dropped,
-    ) {
-        self.late_events.attach(collect_id, &mut self.outbox[first..], events, self.cycles);
-        if !dropped.is_empty() {
-            let records = &mut self.outbox[first..];
-            if let Some((root, children)) = records.split_last_mut() {
-                for child in children.iter_mut().filter(|child| dropped.contains(&child.parent_id)) {
-                    reparent(child, root.span_id);
-                }
-                self.lossy.insert(collect_id, LossyTrace { root: root.span_id, dropped });
-            }
-        }
-        self.finished.insert(collect_id, Fate::Reported, self.now);
-    }
-
-    /// A late part of a lossy trace, from `first` to the end of the outbox:
-    /// records whose parent was dropped are re-parented to the root, as at
-    /// the close.
-    fn reparent_late(&mut self, collect_id: u64, first: usize) {
-        if self.lossy.is_empty() && self.lossy_before.is_empty() {
-            return;
-        }
-        let trace = match self.lossy.get(&collect_id) {
-            Some(trace) => trace,
-            None => match self.lossy_before.get(&collect_id) {
-                Some(trace) => trace,
-                None => return,
-            },
-        };
-        for record in
-            self.outbox[first..].iter_mut().filter(|record| trace.dropped.contains(&record.parent_id))
-        {
-            reparent(record, trace.root);
-        }
     }
 
     /// The staged trace becomes an ordinary open trace, its records moved
@@ -538,12 +523,6 @@ impl Collector {
             self.emptied.push(std::mem::take(spans));
         }
     }
-}
-
-/// Gives an orphan the root as parent, and says so in a property.
-fn reparent(record: &mut SpanRecord, root: SpanId) {
-    record.parent_id = root;
-    record.properties.push(("minitrace.reparented".into(), "parent span was dropped".into()));
 }
 
 /// Asks for a batch's spans, written on another core, all at once, so that
