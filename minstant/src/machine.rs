@@ -39,6 +39,9 @@ pub(crate) const FALLBACK: u8 = 4;
 /// instructions by which a CPU may run the mode check ahead of the read.
 pub(crate) const GRACE: Duration = Duration::from_micros(100);
 
+/// The longest [`Machine::wait_settled`] waits (counted in its sleeps).
+const SETTLE_WAIT: Duration = Duration::from_secs(5);
+
 /// What a switch puts between the old source's last possible reading and
 /// the new source's first, on top of the pairing's own uncertainty.
 const SWITCH_MARGIN: Duration = Duration::from_micros(1);
@@ -262,11 +265,15 @@ impl<P: Platform> Machine<P> {
     }
 
     /// Waits until the start-up calibration has settled on a source (a few
-    /// milliseconds, once; at most the calibration's deadline).
+    /// milliseconds, once; the calibration gives up after 2 s). At most
+    /// [`SETTLE_WAIT`]: a child forked during the calibration has no thread
+    /// to finish it, and goes on with the provisional rate.
     pub(crate) fn wait_settled(&'static self) {
         self.ensure_started();
-        while matches!(self.mode(), PROVISIONAL | SWITCHING) {
+        let mut waited = Duration::ZERO;
+        while matches!(self.mode(), PROVISIONAL | SWITCHING) && waited < SETTLE_WAIT {
             std::thread::sleep(Duration::from_micros(100));
+            waited += Duration::from_micros(100);
         }
     }
 
