@@ -194,6 +194,8 @@
 //!   rate change, and the clock switches to `CLOCK_MONOTONIC` for good,
 //!   mapped at the rate in force, from past every reading the counter can
 //!   have given since the last good check (a backwards step included).
+//!   A smaller step (under about 270 µs per 250 ms check) is not told
+//!   apart from drift: the rate estimate absorbs it over the next 16 s.
 //!   Readings taken between the fault and the check that finds it are the
 //!   faulty counter's: after a backwards step they can be earlier than
 //!   those before it, which no check off the readings' path can prevent;
