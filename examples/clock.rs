@@ -13,9 +13,13 @@ fn main() {
     let info = minstant::clock_info();
     println!("source:            {:?}", info.source);
     if let Some(why) = &info.fallback_reason {
-        println!("why not the TSC:   {why}");
+        println!("why not a counter: {why}");
     }
     println!("rate:              {:.6} GHz", info.ticks_per_second / 1e9);
+    println!(
+        "resolution:        {:.2} ns (CLOCK_MONOTONIC states {} ns)",
+        info.resolution_nanos, info.os_clock_resolution_nanos
+    );
     println!("calibrated cpus:   {:?}", info.calibrated_cpus);
     println!("calibration took:  {:?} (first reading in all: {start_up:?})", info.calibration_time);
 
@@ -39,6 +43,8 @@ fn main() {
         std::hint::black_box(StdInstant::now());
     });
     println!("one reading:       {ours:.1} ns (std::time::Instant: {std:.1} ns, ratio {:.2})", ours / std);
+
+    println!("health:            {:?}", minstant::health());
 
     let anchor = minstant::Anchor::new();
     println!("unix time now:     {} ns", minstant::Instant::now().as_unix_nanos(&anchor));

@@ -2,12 +2,14 @@ use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::clock::clock;
+use crate::clock::CLOCK;
+use crate::machine::Scale;
 
 /// A reading of a monotonic clock, like [`std::time::Instant`] but read from
-/// the CPU's time-stamp counter where that is safe (see the [crate docs](crate)).
+/// the CPU's counter where that is safe (see the [crate docs](crate)).
 ///
-/// Internally an `Instant` is a tick count; it is turned into nanoseconds only
+/// Internally an `Instant` is a tick count on one time line for the whole
+/// process, whichever source produced it; it is turned into nanoseconds only
 /// when a [`Duration`] or a unix timestamp is asked for.
 ///
 /// Unlike `std`, the operators never panic: `+` and `-` with a [`Duration`]
@@ -40,7 +42,10 @@ impl Instant {
     ///
     /// Readings never go backwards, within a thread or across threads: a
     /// reading taken after observing another thread's reading (through any
-    /// synchronisation) is not earlier than it.
+    /// synchronisation) is not earlier than it. This holds across the
+    /// clock's changes of source too; the one exception is a counter that
+    /// steps backwards, whose readings until the next health check are its
+    /// own (see the crate docs, "Health, while running").
     ///
     /// ```
     /// let a = minstant::Instant::now();
@@ -49,22 +54,27 @@ impl Instant {
     /// ```
     #[inline]
     pub fn now() -> Instant {
-        Instant(clock().now_ticks())
+        Instant(CLOCK.now())
     }
 
     /// A cheaper reading for timing an interval on one thread: both ends
     /// read with `now_unordered` on the same thread give its length.
     ///
-    /// Where the TSC is used and every core's counter is in step, this is a
-    /// plain `RDTSC`, cheaper than `RDTSCP` as it does not wait for earlier
-    /// instructions (PERFORMANCE.md, "The clock"); otherwise it is
-    /// [`Instant::now`]. The price: the CPU may take the reading a little
-    /// before the instructions that precede it complete, so it is **not
-    /// ordered with other threads**, nor with an [`Instant::now`]
-    /// that precedes it on the same thread: it can be earlier than either by
-    /// the length of the CPU's out-of-order window (tens of nanoseconds).
-    /// Successive `now_unordered` readings on one thread do not go backwards.
-    /// Use [`Instant::now`] whenever readings are compared across threads.
+    /// Where x86's TSC is used and every core's counter is in step, this is
+    /// a plain `RDTSC`, cheaper than `RDTSCP` as it does not wait for earlier
+    /// instructions (PERFORMANCE.md, "The clock"); otherwise there it is
+    /// [`Instant::now`]. On aarch64 it is `MRS CNTVCT_EL0` without the `ISB`
+    /// that [`Instant::now`] puts before it. The price: the CPU may take the
+    /// reading a little before the instructions that precede it complete,
+    /// so it is **not ordered with other threads**, nor with an
+    /// [`Instant::now`] that precedes it on the same thread: it can be
+    /// earlier than either by the length of the CPU's out-of-order window
+    /// (tens of nanoseconds). Successive `now_unordered` readings on one
+    /// thread do not go backwards on x86; on aarch64 the architecture does
+    /// not promise it (two counter reads without an `ISB` between them may
+    /// be taken out of order, by less than a tick of a counter at 1 GHz or
+    /// below). Use [`Instant::now`] whenever readings are compared across
+    /// threads.
     ///
     /// ```
     /// use minstant::Instant;
@@ -76,7 +86,7 @@ impl Instant {
     /// ```
     #[inline]
     pub fn now_unordered() -> Instant {
-        Instant(clock().now_ticks_unordered())
+        Instant(CLOCK.now_unordered())
     }
 
     /// Time from `earlier` to `self`, or zero if `earlier` is later.
@@ -106,7 +116,7 @@ impl Instant {
     #[inline]
     pub fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
         let ticks = self.0.checked_sub(earlier.0)?;
-        Some(Duration::from_nanos(clock().ticks_to_nanos(ticks)))
+        Some(Duration::from_nanos(CLOCK.nanos_per_tick().apply(ticks).unwrap_or(u64::MAX)))
     }
 
     /// Time from `earlier` to `self`, or zero if `earlier` is later.
@@ -143,7 +153,7 @@ impl Instant {
     /// ```
     #[inline]
     pub fn checked_add(&self, duration: Duration) -> Option<Instant> {
-        self.0.checked_add(clock().duration_to_ticks(duration)?).map(Instant)
+        self.0.checked_add(duration_to_ticks(duration)?).map(Instant)
     }
 
     /// `self - duration`, or `None` before [`Instant::ZERO`].
@@ -155,7 +165,7 @@ impl Instant {
     /// ```
     #[inline]
     pub fn checked_sub(&self, duration: Duration) -> Option<Instant> {
-        self.0.checked_sub(clock().duration_to_ticks(duration)?).map(Instant)
+        self.0.checked_sub(duration_to_ticks(duration)?).map(Instant)
     }
 
     /// Nanoseconds since the unix epoch, on the wall clock as `anchor` saw it.
@@ -177,6 +187,12 @@ impl Instant {
             anchor.unix_nanos.saturating_sub(anchor.ticks_to_nanos(anchor.ticks - self.0))
         }
     }
+}
+
+/// `None` when the duration does not fit in the tick counter.
+#[inline]
+fn duration_to_ticks(duration: Duration) -> Option<u64> {
+    CLOCK.nanos_per_tick().unapply(u64::try_from(duration.as_nanos()).ok()?)
 }
 
 impl Add<Duration> for Instant {
@@ -227,6 +243,13 @@ impl fmt::Debug for Instant {
 /// A pairing of the wall clock with [`Instant`], for turning instants into
 /// unix timestamps with [`Instant::as_unix_nanos`].
 ///
+/// An anchor freezes the conversion it was made with: the reading and wall
+/// time it pairs, and the clock's rate at that moment. So for one anchor,
+/// `as_unix_nanos` is a fixed, monotonic function of the reading for the
+/// anchor's whole life, whatever the clock does later (rate corrections by
+/// its health checks, a switch to the OS clock): readings of every source
+/// are on one tick time line (see the crate docs).
+///
 /// ```
 /// let anchor = minstant::Anchor::new();
 /// let start = minstant::Instant::now();
@@ -237,12 +260,10 @@ impl fmt::Debug for Instant {
 pub struct Anchor {
     unix_nanos: u64,
     ticks: u64,
-    /// The clock's tick length in nanoseconds as a 0.64 fixed-point
-    /// fraction, copied from the clock where a tick is shorter than a
-    /// nanosecond (any TSC above 1 GHz), 0 otherwise: so that a conversion
-    /// is one multiply, without asking the clock
+    /// Nanoseconds per tick as the clock had it when the anchor was made:
+    /// a conversion is one multiply, without asking the clock
     /// (PERFORMANCE.md, "The collector: making records").
-    tick_fraction_q64: u64,
+    nanos_per_tick: Scale,
 }
 
 impl Default for Anchor {
@@ -254,39 +275,55 @@ impl Default for Anchor {
 impl Anchor {
     /// Reads the wall clock and [`Instant::now`] together.
     ///
+    /// An anchor made in the first few milliseconds of the process waits
+    /// until the clock's start-up calibration has settled (x86's TSC: a few
+    /// milliseconds, once), so that it does not freeze a provisional rate.
+    ///
     /// ```
     /// let anchor = minstant::Anchor::new();
     /// # let _ = anchor;
     /// ```
     pub fn new() -> Anchor {
+        CLOCK.wait_settled();
         let ticks = Instant::now().0;
         let unix_nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX));
-        Anchor { unix_nanos, ticks, tick_fraction_q64: clock().tick_fraction_q64() }
+        Anchor { unix_nanos, ticks, nanos_per_tick: CLOCK.nanos_per_tick() }
     }
 
     #[inline]
     fn ticks_to_nanos(&self, ticks: u64) -> u64 {
-        match self.tick_fraction_q64 {
-            0 => clock().ticks_to_nanos(ticks),
-            fraction => crate::clock::fraction_of(ticks, fraction),
-        }
+        self.nanos_per_tick.apply(ticks).unwrap_or(u64::MAX)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// Round trips are exact to half a tick: to the nanosecond where a tick
+    /// is shorter than one (a TSC), to 8 ns with a 62.5 MHz counter. One
+    /// rate for both ways, as the health checks may correct the clock's.
     #[test]
     fn ticks_round_trip_through_durations() {
-        let now = Instant::now();
-        for nanos in [0, 1, 999, 1_000_000, 3_600_000_000_000] {
-            let later = now + Duration::from_nanos(nanos);
-            let back = later.duration_since(now).as_nanos() as i128;
-            assert_eq!(back, nanos as i128);
+        for nanos_per_tick in [1.0 / 3.0, 1.0 / 2.4, 1.0, 16.0, 1_000.0 / 24.0, 1_000.0] {
+            let scale = Scale::new(nanos_per_tick);
+            for nanos in [0, 1, 999, 1_000_000, 3_600_000_000_000] {
+                let back = scale.apply(scale.unapply(nanos).unwrap()).unwrap();
+                let allowed = (nanos_per_tick / 2.0).floor() as u64;
+                assert!(
+                    back.abs_diff(nanos) <= allowed,
+                    "{nanos} ns came back as {back} at {nanos_per_tick} ns/tick"
+                );
+            }
         }
+        let now = Instant::now();
+        let later = now + Duration::from_millis(5);
+        let tick = CLOCK.nanos_per_tick().value();
+        let error = later.duration_since(now).as_nanos().abs_diff(5_000_000);
+        // Within a tick, and 1 ppm for a rate corrected in between.
+        assert!(error as f64 <= tick + 5.0, "5 ms came back {error} ns off");
     }
 
     #[test]
@@ -307,31 +344,37 @@ mod tests {
 
     #[test]
     fn unix_conversion_saturates_at_both_ends() {
-        let anchor = Anchor { unix_nanos: 10, ticks: u64::MAX / 2, tick_fraction_q64: 0 };
+        let anchor = Anchor { unix_nanos: 10, ticks: u64::MAX / 2, nanos_per_tick: Scale::new(1.0 / 3.0) };
         assert_eq!(Instant::ZERO.as_unix_nanos(&anchor), 0);
-        let far = Anchor { unix_nanos: u64::MAX - 10, ticks: 0, tick_fraction_q64: 0 };
+        let far = Anchor { unix_nanos: u64::MAX - 10, ticks: 0, nanos_per_tick: Scale::new(16.0) };
         assert_eq!(Instant(u64::MAX).as_unix_nanos(&far), u64::MAX);
     }
 
     #[test]
     fn an_anchor_converts_as_the_clock_does() {
         let anchor = Anchor::new();
-        let asking_the_clock = Anchor { tick_fraction_q64: 0, ..anchor };
         let now = Instant::now();
-        for instant in [now, now + Duration::from_secs(3600), now - Duration::from_millis(5), Instant::ZERO] {
-            assert_eq!(instant.as_unix_nanos(&anchor), instant.as_unix_nanos(&asking_the_clock));
+        let tick = CLOCK.nanos_per_tick().value();
+        for later in [now, now + Duration::from_millis(5)] {
+            let by_anchor = later.as_unix_nanos(&anchor) - anchor.unix_nanos;
+            let by_clock = later.duration_since(Instant(anchor.ticks)).as_nanos() as u64;
+            // The same rate, unless a health check corrected it in between.
+            assert!(by_anchor.abs_diff(by_clock) as f64 <= 2.0 * tick + 1e-6 * by_clock as f64 + 1.0);
         }
     }
 
-    /// The fraction path on any clock: with half a nanosecond per tick,
-    /// 2 000 ticks after the anchor are 1 000 ns after it, and before it
-    /// as much before.
+    /// With 16 ns per tick (a 62.5 MHz counter), 2 000 ticks after the
+    /// anchor are 32 µs after it, and before it as much before; with a
+    /// third of a nanosecond (a 3 GHz TSC), 3 000 ticks are 1 µs.
     #[test]
-    fn an_anchor_with_a_tick_fraction_converts_with_it() {
-        let anchor = Anchor { unix_nanos: 1_000_000, ticks: 10_000, tick_fraction_q64: 1 << 63 };
-        assert_eq!(Instant(12_000).as_unix_nanos(&anchor), 1_001_000);
-        assert_eq!(Instant(8_000).as_unix_nanos(&anchor), 999_000);
-        assert_eq!(Instant(10_001).as_unix_nanos(&anchor), 1_000_001);
+    fn an_anchor_converts_with_its_own_rate() {
+        let coarse = Anchor { unix_nanos: 1_000_000, ticks: 10_000, nanos_per_tick: Scale::new(16.0) };
+        assert_eq!(Instant(12_000).as_unix_nanos(&coarse), 1_032_000);
+        assert_eq!(Instant(8_000).as_unix_nanos(&coarse), 968_000);
+        assert_eq!(Instant(10_001).as_unix_nanos(&coarse), 1_000_016);
+        let fine = Anchor { unix_nanos: 1_000_000, ticks: 10_000, nanos_per_tick: Scale::new(1.0 / 3.0) };
+        assert_eq!(Instant(13_000).as_unix_nanos(&fine), 1_001_000);
+        assert_eq!(Instant(7_000).as_unix_nanos(&fine), 999_000);
     }
 
     #[test]
@@ -340,5 +383,10 @@ mod tests {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128;
         let ours = Instant::now().as_unix_nanos(&anchor) as i128;
         assert!((wall - ours).abs() < 50_000_000, "wall {wall} vs ours {ours}");
+    }
+
+    /// For the simulated clock's tests: an anchor of any machine.
+    pub(crate) fn anchor_of(unix_nanos: u64, ticks: u64, nanos_per_tick: Scale) -> Anchor {
+        Anchor { unix_nanos, ticks, nanos_per_tick }
     }
 }

@@ -49,3 +49,27 @@ pub(crate) fn now_nanos() -> u64 {
     // than any reading.
     1_000_000_000 + origin.elapsed().as_nanos() as u64
 }
+
+/// `CLOCK_MONOTONIC`'s resolution as `clock_getres` states it, in ns.
+pub(crate) fn precise_resolution_nanos() -> f64 {
+    #[cfg(unix)]
+    return resolution(libc::CLOCK_MONOTONIC);
+    #[allow(unreachable_code)]
+    1.0
+}
+
+/// The fallback clock's resolution as `clock_getres` states it, in ns.
+pub(crate) fn fallback_resolution_nanos() -> f64 {
+    #[cfg(all(feature = "fallback-coarse", any(target_os = "linux", target_os = "android")))]
+    return resolution(libc::CLOCK_MONOTONIC_COARSE);
+    #[allow(unreachable_code)]
+    precise_resolution_nanos()
+}
+
+#[cfg(unix)]
+fn resolution(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_getres(clock, &mut ts) };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}

@@ -58,7 +58,18 @@ fn hop_cpu(cpus: &[usize], step: usize) -> bool {
     pin(&[cpus[step % cpus.len()]])
 }
 
+/// Loops sized for emulation: a tenth under qemu (scripts/aarch64-test.sh
+/// sets `MINSTANT_TEST_EMULATED`), where every instruction is emulated.
+fn scaled(count: usize) -> usize {
+    if std::env::var_os("MINSTANT_TEST_EMULATED").is_some() {
+        count / 10
+    } else {
+        count
+    }
+}
+
 fn check_monotonic_within_a_thread(reads: usize, read: fn() -> Instant) {
+    let reads = scaled(reads);
     let cpus = allowed_cpus();
     let mut hops = 0;
     let mut previous = read();
@@ -172,17 +183,63 @@ fn elapsed_time_agrees_with_clock_monotonic_within_50_ppm() {
 #[test]
 fn reports_its_source_consistently() {
     let info = minstant::clock_info();
-    assert_eq!(minstant::is_tsc_available(), info.source == ClockSource::Tsc);
+    assert_eq!(minstant::is_tsc_available(), info.source != ClockSource::Monotonic);
+    assert!(info.resolution_nanos > 0.0 && info.os_clock_resolution_nanos > 0.0, "{info:?}");
     match info.source {
         ClockSource::Tsc => {
             assert!(info.fallback_reason.is_none());
             assert!(!info.calibrated_cpus.is_empty());
             assert!(info.ticks_per_second > 1e8, "{info:?}");
+            assert!(info.resolution_nanos < 10.0, "{info:?}");
+        }
+        ClockSource::Cntvct => {
+            assert!(info.fallback_reason.is_none());
+            // A tick is the counter's period: CNTFRQ_EL0 is exact.
+            assert!((info.resolution_nanos * info.ticks_per_second / 1e9 - 1.0).abs() < 1e-9, "{info:?}");
         }
         ClockSource::Monotonic => {
             assert!(info.fallback_reason.is_some());
-            assert_eq!(info.ticks_per_second, 1e9);
+            assert!(info.ticks_per_second > 0.0, "{info:?}");
         }
+        other => panic!("a source this test does not know: {other:?}"),
+    }
+}
+
+/// On aarch64 Linux (under qemu in scripts/aarch64-test.sh) the counter
+/// path is the one chosen: `CNTVCT_EL0`, at `CNTFRQ_EL0`'s rate, and its
+/// health checks run. Unless forced off.
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+#[test]
+fn aarch64_reads_the_counter() {
+    if std::env::var_os("MINSTANT_CLOCK").is_some() {
+        return;
+    }
+    let info = minstant::clock_info();
+    assert_eq!(info.source, ClockSource::Cntvct, "{info:?}");
+    assert!(minstant::is_tsc_available());
+    assert!(info.calibrated_cpus.is_empty());
+    println!("aarch64: {info:?}");
+    // The health thread checks every 250 ms; wait for its first check.
+    let deadline = StdInstant::now() + Duration::from_secs(20);
+    while minstant::health().checks == 0 && StdInstant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let health = minstant::health();
+    assert!(health.checks > 0, "{health:?}");
+    assert_eq!(health.switches_to_fallback, 0, "{health:?}");
+}
+
+/// The health checks' account is consistent with the source in use.
+#[test]
+fn health_is_consistent_with_the_source() {
+    let info = minstant::clock_info();
+    let health = minstant::health();
+    assert!(health.switches_to_fallback <= 1, "{health:?}");
+    assert_eq!(health.switches_to_fallback, health.steps + health.rate_changes, "{health:?}");
+    if info.source == ClockSource::Monotonic
+        && info.fallback_reason.as_deref().unwrap_or("").starts_with("health")
+    {
+        assert_eq!(health.switches_to_fallback, 1, "{health:?} {info:?}");
     }
 }
 
@@ -259,8 +316,10 @@ fn calibrates_with_a_single_allowed_core() {
     let _turn = take_turn();
     let mut child = Command::new("taskset");
     child.args(["-c", "0"]).arg(std::env::current_exe().unwrap());
-    if minstant::is_tsc_available() {
-        child.env("EXPECT_SOURCE", "Tsc").env("EXPECT_ALL_ONLINE_CPUS", "1");
+    let info = minstant::clock_info();
+    child.env("EXPECT_SOURCE", format!("{:?}", info.source));
+    if info.source == ClockSource::Tsc {
+        child.env("EXPECT_ALL_ONLINE_CPUS", "1");
     }
     run_child_checks(child);
 }

@@ -40,6 +40,17 @@ pub(crate) fn read_unordered() -> u64 {
     unsafe { _rdtsc() }
 }
 
+/// Whether the TSC is invariant: constant rate, also in deep sleep (CPUID
+/// 0x8000_0007 EDX bit 8: Linux's `constant_tsc` and `nonstop_tsc`).
+pub(crate) fn invariant_tsc() -> bool {
+    #[allow(unused_unsafe)]
+    // SAFETY: as in `rdtscp_supported`; leaf 0x8000_0000 reports the highest
+    // extended leaf before we ask for 0x8000_0007.
+    unsafe {
+        __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+    }
+}
+
 /// Whether the CPU implements `RDTSCP`.
 pub(crate) fn rdtscp_supported() -> bool {
     // `__cpuid` became a safe function in newer compilers than our minimum.

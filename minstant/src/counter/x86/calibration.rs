@@ -53,9 +53,6 @@ pub(crate) struct Calibration {
     /// `(cpu, offset)`: what to subtract from that core's counter to put it
     /// on the reference core's time line.
     pub(crate) offsets: Vec<(usize, i64)>,
-    /// A simultaneous `(ticks, CLOCK_MONOTONIC ns)` pair, used to map the OS
-    /// clock onto the tick time line for readings from unknown cores.
-    pub(crate) base: Sample,
 }
 
 /// A TSC reading paired with a `CLOCK_MONOTONIC` reading taken between two
@@ -68,9 +65,6 @@ pub(crate) struct Sample {
 
 /// Runs every check and measurement; `Err` says why the TSC must not be used.
 pub(crate) fn calibrate() -> Result<Calibration, String> {
-    if std::env::var_os("MINSTANT_CLOCK").is_some_and(|v| v == "monotonic") {
-        return Err("MINSTANT_CLOCK=monotonic forces the OS clock".into());
-    }
     check_cpu_flags()?;
     // Every online core that threads of this process can run on, not only
     // the calling thread's: other threads may have other affinities.
@@ -134,7 +128,7 @@ pub(crate) fn calibrate() -> Result<Calibration, String> {
         let offset = estimate_offset(&bounds).map_err(|why| format!("cpu {cpu}: {why}"))?;
         offsets.push((cpu, offset));
     }
-    Ok(Calibration { ticks_per_nano, offsets, base: end })
+    Ok(Calibration { ticks_per_nano, offsets })
 }
 
 /// A process out of threads (a pids cgroup, `RLIMIT_NPROC`) gets the OS
