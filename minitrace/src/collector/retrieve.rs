@@ -39,7 +39,8 @@ const MAX_WAITING: usize = 1 << 12;
 pub(crate) enum Ask {
     /// One trace, answered.
     Trace(TraceId),
-    /// One trace, reported through the reporter.
+    /// One trace, reported through the reporter (unless it was reported
+    /// when its root ended), and answered.
     Report(TraceId),
     /// Every trace whose root ran at some moment of `begin..=end` (Unix ns).
     Window(u64, u64),
@@ -250,7 +251,6 @@ impl Gathering {
                         to_report.extend(
                             found.iter().filter(|(_, reported)| !reported).map(|(trace, _)| trace.clone()),
                         );
-                        continue;
                     }
                     Answer::Traces(found.iter().map(|(trace, _)| trace.clone()).collect())
                 }

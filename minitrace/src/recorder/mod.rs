@@ -257,6 +257,33 @@ pub fn retrieve(trace_id: TraceId) {
     retrieve::ask_later(Ask::Report(trace_id));
 }
 
+/// Reports the trace `trace_id` as [`retrieve`] does, and returns it as
+/// [`trace`] does, waiting for the collector's next cycle.
+///
+/// ```
+/// assert!(minitrace::recorder::report(minitrace::collector::TraceId(42)).is_none());
+/// ```
+pub fn report(trace_id: TraceId) -> Option<RecordedTrace> {
+    traces_of(retrieve::ask(Ask::Report(trace_id))).pop()
+}
+
+/// A function the collector calls, on its thread, with the id of every
+/// trace it keeps because its root was slow enough (or a trigger fired)
+/// while a latency threshold is set: e.g. to fetch the trace's parts from
+/// the other processes it touched (`minitrace-remote` registers one). Keep
+/// it cheap: queue the work elsewhere. `None` removes it.
+///
+/// ```
+/// minitrace::recorder::on_kept(Some(std::sync::Arc::new(|trace_id| println!("kept {trace_id}"))));
+/// minitrace::recorder::on_kept(None);
+/// ```
+pub fn on_kept(hook: Option<KeptHook>) {
+    slow::set_on_kept(hook);
+}
+
+/// See [`on_kept`].
+pub type KeptHook = Arc<dyn Fn(TraceId) + Send + Sync>;
+
 /// Every trace the recorder holds whose root ran at some moment of
 /// `begin_unix_ns..=end_unix_ns`. Waits for the collector, as [`trace`].
 ///
@@ -351,4 +378,4 @@ pub fn automatic_dumps() -> AutomaticDumps {
     AutomaticDumps { done, skipped }
 }
 
-pub(crate) use slow::slow_root;
+pub(crate) use slow::{kept, slow_root};

@@ -58,6 +58,26 @@ static DUMPS: OnceLock<Dumps> = OnceLock::new();
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
 static DONE: AtomicU64 = AtomicU64::new(0);
 
+static ON_KEPT: std::sync::RwLock<Option<crate::recorder::KeptHook>> = std::sync::RwLock::new(None);
+static ON_KEPT_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn set_on_kept(hook: Option<crate::recorder::KeptHook>) {
+    ON_KEPT_SET.store(hook.is_some(), Ordering::Relaxed);
+    *ON_KEPT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = hook;
+}
+
+/// The collector kept `trace_id`'s trace for its length or a trigger.
+pub(crate) fn kept(trace_id: TraceId) {
+    if !ON_KEPT_SET.load(Ordering::Relaxed) {
+        return;
+    }
+    let hook = ON_KEPT.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+    if let Some(hook) = hook {
+        // A panicking hook must not end the collector.
+        let _ = catch_unwind(AssertUnwindSafe(|| hook(trace_id)));
+    }
+}
+
 /// Automatic dumps skipped (too many slow traces at once, or within the
 /// minimum interval of the last one), and done.
 pub(crate) fn counts() -> (u64, u64) {

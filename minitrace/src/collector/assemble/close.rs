@@ -26,6 +26,9 @@ impl Collector {
         self.late_events.attach(collect_id, &mut self.outbox[first..], events, self.cycles);
         if let (Some(threshold), Some(root)) = (FatePolicy::of(&self.config).threshold(), self.outbox.last())
         {
+            // Kept for its length or a trigger: the recorder's hook hears of
+            // it (e.g. to fetch its parts from other processes).
+            crate::recorder::kept(root.trace_id);
             // A root kept for its length: the traces beside it are dumped
             // (when the recorder has a callback for them).
             if u128::from(root.duration_ns) >= threshold.as_nanos() {
