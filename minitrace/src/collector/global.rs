@@ -68,7 +68,9 @@ pub fn set_reporter(reporter: impl Reporter, config: Config) {
 
 /// Reports every span that finished before this call (in traces whose root
 /// has finished, or all of them with `report_before_root_finish`), and
-/// waits until the reporter has returned, for at most 10 seconds.
+/// waits until the reporter has delivered them
+/// ([`Reporter::wait_for_delivery`](crate::collector::Reporter::wait_for_delivery)),
+/// for at most 10 seconds.
 ///
 /// It blocks the calling thread, so inside an async runtime it briefly
 /// blocks that worker; it needs no runtime. It returns at once when no
@@ -111,7 +113,7 @@ fn run_collector() {
     crate::util::barrier::prepare();
     let mut collector: Option<Collector> = None;
     loop {
-        let (pending, flush_target) = {
+        let (pending, flush_target, flushing) = {
             let mut control = lock(&CONTROL);
             // At least 100 µs, so that a zero interval does not spin.
             let interval = collector
@@ -125,7 +127,8 @@ fn run_collector() {
                 control = WAKE.wait_timeout(control, interval).unwrap_or_else(|e| e.into_inner()).0;
             }
             control.wake_early = false;
-            (control.pending.take(), control.flushes_requested)
+            let flushing = control.flushes_requested != control.flushes_done;
+            (control.pending.take(), control.flushes_requested, flushing)
         };
         if let Some(collector) = &mut collector {
             collector.cycle();
@@ -138,6 +141,11 @@ fn run_collector() {
                     first.cycle();
                     collector = Some(first);
                 }
+            }
+        }
+        if flushing {
+            if let Some(collector) = &mut collector {
+                collector.wait_for_delivery();
             }
         }
         let mut control = lock(&CONTROL);

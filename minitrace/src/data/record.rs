@@ -129,4 +129,33 @@ pub trait Reporter: Send + 'static {
     /// assert_eq!(reporter.0, ["query"]);
     /// ```
     fn report(&mut self, spans: &[SpanRecord]);
+
+    /// Waits until every span handed to [`report`](Reporter::report) so far
+    /// is delivered, or given up on. The collector calls it after the
+    /// reports of a cycle that [`flush`](crate::flush) asked for, so that
+    /// `flush()` returning means delivered even for a reporter that sends
+    /// on a thread of its own; never between the cycles of a steady
+    /// stream. A reporter that delivers within `report` keeps the default,
+    /// which returns at once.
+    ///
+    /// ```
+    /// use minitrace::collector::{Reporter, SpanRecord};
+    ///
+    /// struct Queued(Vec<SpanRecord>, Vec<SpanRecord>);
+    ///
+    /// impl Reporter for Queued {
+    ///     fn report(&mut self, spans: &[SpanRecord]) {
+    ///         self.0.extend_from_slice(spans);
+    ///     }
+    ///     fn wait_for_delivery(&mut self) {
+    ///         self.1.append(&mut self.0);
+    ///     }
+    /// }
+    ///
+    /// let mut reporter = Queued(Vec::new(), Vec::new());
+    /// reporter.report(&[SpanRecord::default()]);
+    /// reporter.wait_for_delivery();
+    /// assert_eq!((reporter.0.len(), reporter.1.len()), (0, 1));
+    /// ```
+    fn wait_for_delivery(&mut self) {}
 }

@@ -47,6 +47,14 @@ impl Collector {
             self.keep_spare(records);
         }
     }
+
+    /// Waits for the reporter to deliver what it was given: the end of a
+    /// cycle [`flush`](crate::flush) asked for. A panic in it is the
+    /// reporter's; the spans it lost are its to count.
+    pub(crate) fn wait_for_delivery(&mut self) {
+        let reporter = &mut self.reporter;
+        let _ = catch_unwind(AssertUnwindSafe(|| reporter.wait_for_delivery()));
+    }
 }
 
 /// so that a field added to `SpanRecord` must be considered here.
