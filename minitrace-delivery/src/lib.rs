@@ -25,6 +25,10 @@
 //! - [`Delivery`]: the retry policy around the tries of any transport (the
 //!   HTTP client here, or a reporter's own: gRPC, UDP), the counters, and
 //!   the error log.
+//! - [`Pipeline`]: a [`Delivery`] on a sender thread of its own, fed
+//!   encoded bodies through a bounded queue, with their buffers handed back
+//!   for reuse: minitrace's collector thread encodes the next body while
+//!   the last one is on the wire.
 //!
 //! # The retry policy
 //!
@@ -74,6 +78,7 @@ mod delivery;
 mod endpoint;
 mod http;
 mod log;
+mod pipeline;
 mod stats;
 
 pub use crate::delivery::{
@@ -86,4 +91,5 @@ pub use crate::http::{AnswerReader, CertificateError, HttpClient, PartialSuccess
 #[cfg(feature = "testing")]
 pub use crate::log::testing;
 pub use crate::log::ErrorLog;
+pub use crate::pipeline::{Pipeline, Transport, DEFAULT_PIPELINE_DEPTH};
 pub use crate::stats::{Counters, DeliveryStats};
