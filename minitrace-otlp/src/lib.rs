@@ -133,13 +133,14 @@ mod encode;
 mod grpc;
 mod http;
 mod stats;
+mod wire;
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use minitrace::collector::{Reporter, SpanRecord};
-use minitrace_delivery::{Delivery, Report};
-use prost::Message;
+use minitrace_delivery::{Counters, Delivery, Pipeline, Report};
 
 pub use crate::config::{
     Compression, Error, OtlpReporterBuilder, Protocol, DEFAULT_ERROR_INTERVAL, DEFAULT_MAX_REQUEST_BYTES,
@@ -149,6 +150,7 @@ pub use crate::stats::{ReporterStats, StatsHandle};
 
 use crate::config::Settings;
 use crate::encode::{span_count, Encoder};
+use crate::wire::{Bodies, WireEncoder};
 
 /// Reports spans to an OTLP endpoint; see the [crate docs](crate).
 ///
@@ -157,12 +159,19 @@ use crate::encode::{span_count, Encoder};
 /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
 /// ```
 pub struct OtlpReporter {
+    /// opentelemetry-proto's messages: for OTLP/JSON, gRPC and [`OtlpReporter::encode`].
     encoder: Encoder,
+    /// Protobuf written by hand: OTLP/HTTP's default path.
+    wire: WireEncoder,
+    /// The buffer of [`OtlpReporter::encode_each`].
+    scratch: Vec<u8>,
     transport: Transport,
     url: String,
     protocol: Protocol,
     timeout: Duration,
-    delivery: Delivery,
+    /// Shared with the sender thread of HTTP.
+    delivery: Arc<Mutex<Delivery>>,
+    counters: Arc<Counters>,
 }
 
 impl fmt::Debug for OtlpReporter {
@@ -210,13 +219,18 @@ impl OtlpReporter {
         for (_, value) in &settings.headers {
             delivery.hide(&String::from_utf8_lossy(value.as_bytes()));
         }
+        let encoder = settings.encoder;
+        let wire = WireEncoder::new(&encoder.resource, &encoder.scope, encoder.max_spans, encoder.max_bytes);
         Ok(OtlpReporter {
-            encoder: settings.encoder,
+            encoder,
+            wire,
+            scratch: Vec::new(),
             transport,
             url: settings.url,
             protocol: settings.protocol,
             timeout: settings.timeout,
-            delivery,
+            counters: delivery.counters().clone(),
+            delivery: Arc::new(Mutex::new(delivery)),
         })
     }
 
@@ -252,12 +266,12 @@ impl OtlpReporter {
     /// assert_eq!(stats.get().spans_failed, 0);
     /// ```
     pub fn stats(&self) -> StatsHandle {
-        StatsHandle(self.delivery.counters().clone())
+        StatsHandle(self.counters.clone())
     }
 
     /// The protobuf `ExportTraceServiceRequest`s this reporter would send
-    /// for `spans`, uncompressed, one per request: for inspection, tests
-    /// and benchmarks. Sends nothing.
+    /// for `spans` over HTTP/protobuf, uncompressed, one per request: for
+    /// inspection and tests. Sends nothing.
     ///
     /// ```
     /// use minitrace::collector::SpanRecord;
@@ -267,8 +281,75 @@ impl OtlpReporter {
     /// assert_eq!(reporter.encode(&spans).len(), 3);
     /// ```
     pub fn encode(&self, spans: &[SpanRecord]) -> Vec<Vec<u8>> {
-        self.encoder.requests(spans).iter().map(Message::encode_to_vec).collect()
+        let mut requests: Vec<(Vec<u8>, usize)> = Vec::new();
+        self.wire.clone().encode(spans, &mut requests);
+        requests.into_iter().map(|(body, _)| body).collect()
     }
+
+    /// Encodes `spans` as [`encode`](OtlpReporter::encode) does, but into
+    /// one buffer that the reporter keeps and reuses: each request's bytes
+    /// are handed to `each` with the number of spans in it, then the buffer
+    /// is reused for the next. Sends nothing: for measuring the encoding
+    /// alone, which allocates nothing once the buffer and the encoder's
+    /// scratch space have grown to a report's size.
+    ///
+    /// ```
+    /// use minitrace::collector::SpanRecord;
+    ///
+    /// let mut reporter = minitrace_otlp::OtlpReporter::builder().build().unwrap();
+    /// let mut total = 0;
+    /// reporter.encode_each(&vec![SpanRecord::default(); 3], |body, spans| {
+    ///     assert!(!body.is_empty());
+    ///     total += spans;
+    /// });
+    /// assert_eq!(total, 3);
+    /// ```
+    pub fn encode_each(&mut self, spans: &[SpanRecord], each: impl FnMut(&[u8], usize)) {
+        struct Reuse<'a, F> {
+            buffer: &'a mut Vec<u8>,
+            each: F,
+        }
+        impl<F: FnMut(&[u8], usize)> Bodies for Reuse<'_, F> {
+            fn empty(&mut self) -> Vec<u8> {
+                std::mem::take(self.buffer)
+            }
+            fn full(&mut self, body: Vec<u8>, spans: usize) {
+                (self.each)(&body, spans);
+                *self.buffer = body;
+            }
+        }
+        self.wire.encode(spans, &mut Reuse { buffer: &mut self.scratch, each });
+    }
+}
+
+/// Hands each encoded body to the sender thread, gzip-compressed if asked.
+struct ToPipeline<'a> {
+    pipeline: &'a mut Pipeline,
+    report: &'a Report,
+    gzip: Option<&'a mut http::Gzip>,
+}
+
+impl Bodies for ToPipeline<'_> {
+    fn empty(&mut self) -> Vec<u8> {
+        self.pipeline.buffer()
+    }
+
+    fn full(&mut self, body: Vec<u8>, spans: usize) {
+        let body = match &mut self.gzip {
+            None => body,
+            Some(gzip) => {
+                let mut compressed = self.pipeline.buffer();
+                gzip.compress(&body, &mut compressed);
+                self.pipeline.put_back(body);
+                compressed
+            }
+        };
+        self.pipeline.send(self.report, body, spans as u64);
+    }
+}
+
+fn lock(delivery: &Mutex<Delivery>) -> std::sync::MutexGuard<'_, Delivery> {
+    delivery.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 impl Reporter for OtlpReporter {
@@ -276,20 +357,35 @@ impl Reporter for OtlpReporter {
         if spans.is_empty() {
             return;
         }
-        let mut report = Report::new(self.timeout);
-        for request in self.encoder.requests(spans) {
-            let count = span_count(&request);
-            match &mut self.transport {
-                Transport::Http(http) => {
-                    let body = http.body(&request);
-                    let client = &http.client;
-                    self.delivery
-                        .deliver(&mut report, count, body.len() as u64, |left| client.post(&body, left));
+        let report = Report::new(self.timeout);
+        match &mut self.transport {
+            Transport::Http(http) => {
+                http.start_pipeline(&self.delivery);
+                let http::HttpExporter { pipeline, gzip, json, .. } = &mut **http;
+                let Some(pipeline) = pipeline.as_mut() else {
+                    lock(&self.delivery).lost(spans.len() as u64, "no sender thread could be started");
+                    return;
+                };
+                let mut sink = ToPipeline { pipeline, report: &report, gzip: gzip.as_mut() };
+                if *json {
+                    for request in self.encoder.requests(spans) {
+                        sink.full(http::encode_request(*json, &request), span_count(&request) as usize);
+                    }
+                } else {
+                    self.wire.encode(spans, &mut sink);
                 }
-                #[cfg(feature = "grpc")]
-                Transport::Grpc(grpc) => {
-                    let bytes = request.encoded_len() as u64;
-                    self.delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
+                // Delivered (or failed) and counted when `report` returns,
+                // as `minitrace::flush` promises.
+                sink.pipeline.wait();
+            }
+            #[cfg(feature = "grpc")]
+            Transport::Grpc(grpc) => {
+                let mut report = report;
+                let mut delivery = lock(&self.delivery);
+                for request in self.encoder.requests(spans) {
+                    let count = span_count(&request);
+                    let bytes = prost::Message::encoded_len(&request) as u64;
+                    delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
                 }
             }
         }
