@@ -101,12 +101,18 @@ fn run_capturing<R>(_capture: bool, f: impl FnOnce() -> R) -> (R, Vec<String>) {
 /// assert_eq!(counters.get().spans_sent, 3);
 /// ```
 pub struct Pipeline {
-    jobs: Option<SyncSender<Job>>,
-    returned: Receiver<Done>,
+    /// Behind a mutex only so that a reporter holding a pipeline stays
+    /// `Sync` and unwind-safe; reached with `get_mut`, never locked.
+    channels: Mutex<Channels>,
     pool: Vec<Vec<u8>>,
     in_flight: usize,
     depth: usize,
     delivery: Arc<Mutex<Delivery>>,
+}
+
+struct Channels {
+    jobs: Option<SyncSender<Job>>,
+    returned: Receiver<Done>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -181,13 +187,11 @@ impl Pipeline {
             }
         })?;
         Ok(Pipeline {
-            jobs: Some(jobs),
-            returned,
+            channels: Mutex::new(Channels { jobs: Some(jobs), returned, thread: Some(thread) }),
             pool: Vec::new(),
             in_flight: 0,
             depth,
             delivery,
-            thread: Some(thread),
         })
     }
 
@@ -202,7 +206,7 @@ impl Pipeline {
     /// assert!(pipeline.buffer().is_empty());
     /// ```
     pub fn buffer(&mut self) -> Vec<u8> {
-        while let Ok(done) = self.returned.try_recv() {
+        while let Ok(done) = self.channels().returned.try_recv() {
             self.in_flight -= 1;
             self.take_back(done);
         }
@@ -246,7 +250,7 @@ impl Pipeline {
             self.wait_one();
         }
         let job = Job { body, spans, report: report.id(), deadline: report.deadline(), capture: capturing() };
-        let Some(jobs) = &self.jobs else {
+        let Some(jobs) = &self.channels().jobs else {
             return;
         };
         match jobs.send(job) {
@@ -276,7 +280,7 @@ impl Pipeline {
     }
 
     fn wait_one(&mut self) {
-        match self.returned.recv() {
+        match self.channels().returned.recv() {
             Ok(done) => {
                 self.in_flight -= 1;
                 self.take_back(done);
@@ -284,6 +288,10 @@ impl Pipeline {
             // The thread is gone: nothing is in flight any more.
             Err(_) => self.in_flight = 0,
         }
+    }
+
+    fn channels(&mut self) -> &mut Channels {
+        self.channels.get_mut().unwrap_or_else(|poison| poison.into_inner())
     }
 
     fn take_back(&mut self, done: Done) {
@@ -311,8 +319,9 @@ impl Pipeline {
 impl Drop for Pipeline {
     fn drop(&mut self) {
         // Closing the queue ends the thread once the bodies in it are done.
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
+        let channels = self.channels();
+        channels.jobs = None;
+        if let Some(thread) = channels.thread.take() {
             let _ = thread.join();
         }
     }
