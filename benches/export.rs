@@ -397,10 +397,18 @@ mod stack {
 
         fn finish(&self) -> Option<u64> {
             minitrace::flush();
+            // The reporter's sender thread may still be delivering.
+            if let Some(wait) = WAIT_FOR_DELIVERY.get() {
+                assert!(wait(), "delivery did not finish");
+            }
             let stats = minitrace::collector::stats();
             Some(stats.dropped_queue_full + stats.dropped_by_reporter)
         }
     }
+
+    /// Waits for a minitrace reporter's sender thread to finish.
+    type Wait = Box<dyn Fn() -> bool + Send + Sync>;
+    static WAIT_FOR_DELIVERY: std::sync::OnceLock<Wait> = std::sync::OnceLock::new();
 
     struct Otel {
         tracer: opentelemetry_sdk::trace::SdkTracer,
@@ -526,6 +534,9 @@ mod stack {
                     .service_name("export-bench")
                     .build()
                     .unwrap();
+                let stats = reporter.stats();
+                let _ =
+                    WAIT_FOR_DELIVERY.set(Box::new(move || stats.wait_for_delivery(Duration::from_secs(60))));
                 minitrace::set_reporter(reporter, minitrace_config(name.ends_with("lossless")));
                 Box::new(Minitrace)
             }
@@ -554,6 +565,9 @@ mod stack {
             "minitrace-jaeger" => {
                 let addr = format!("127.0.0.1:{port}").parse().unwrap();
                 let reporter = minitrace_jaeger::JaegerReporter::http(addr, "export-bench");
+                let stats = reporter.stats();
+                let _ =
+                    WAIT_FOR_DELIVERY.set(Box::new(move || stats.wait_for_delivery(Duration::from_secs(60))));
                 minitrace::set_reporter(reporter, minitrace_config(false));
                 Box::new(Minitrace)
             }

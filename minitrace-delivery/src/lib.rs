@@ -72,7 +72,9 @@
 //!   roots, or the roots given.
 //! - `testing`: `testing::capture_log`, for the reporters' tests.
 
-#![forbid(unsafe_code)]
+// One `unsafe` block: registering the exit hook that delivers the bodies
+// still queued (pipeline.rs); nothing else.
+#![deny(unsafe_code)]
 
 mod delivery;
 mod endpoint;
@@ -91,5 +93,5 @@ pub use crate::http::{AnswerReader, CertificateError, HttpClient, PartialSuccess
 #[cfg(feature = "testing")]
 pub use crate::log::testing;
 pub use crate::log::ErrorLog;
-pub use crate::pipeline::{Pipeline, Transport, DEFAULT_PIPELINE_DEPTH};
+pub use crate::pipeline::{Pipeline, Transport, DEFAULT_PIPELINE_DEPTH, EXIT_DRAIN_TIMEOUT};
 pub use crate::stats::{Counters, DeliveryStats};

@@ -10,13 +10,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::delivery::{Attempt, Delivery, Report};
+use crate::stats::Counters;
 
 /// The default number of bodies queued or in flight at once, per reporter.
 ///
 /// ```
-/// assert_eq!(minitrace_delivery::DEFAULT_PIPELINE_DEPTH, 2);
+/// assert_eq!(minitrace_delivery::DEFAULT_PIPELINE_DEPTH, 8);
 /// ```
-pub const DEFAULT_PIPELINE_DEPTH: usize = 2;
+pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
 
 /// One try of one body with the time left: what a transport does.
 pub type Transport = Box<dyn FnMut(&[u8], Duration) -> Attempt + Send>;
@@ -108,6 +109,7 @@ pub struct Pipeline {
     in_flight: usize,
     depth: usize,
     delivery: Arc<Mutex<Delivery>>,
+    counters: Arc<Counters>,
 }
 
 struct Channels {
@@ -162,6 +164,8 @@ impl Pipeline {
         let (jobs, queue) = mpsc::sync_channel::<Job>(depth);
         let (give_back, returned) = mpsc::channel();
         let shared = delivery.clone();
+        let counters = lock(&delivery).counters().clone();
+        let settled = counters.clone();
         let thread = std::thread::Builder::new().name("minitrace-delivery".into()).spawn(move || {
             let mut report = Report::new(Duration::ZERO);
             let mut report_id = 0;
@@ -182,16 +186,19 @@ impl Pipeline {
                     }
                 });
                 drop(delivery);
+                settled.settled(spans);
                 // The reporter may be gone: then so is the buffer.
                 let _ = give_back.send(Done { body: job.body, lines });
             }
         })?;
+        at_exit::watch(&counters);
         Ok(Pipeline {
             channels: Mutex::new(Channels { jobs: Some(jobs), returned, thread: Some(thread) }),
             pool: Vec::new(),
             in_flight: 0,
             depth,
             delivery,
+            counters,
         })
     }
 
@@ -250,12 +257,14 @@ impl Pipeline {
             self.wait_one();
         }
         let job = Job { body, spans, report: report.id(), deadline: report.deadline(), capture: capturing() };
+        self.counters.queued(spans);
         let Some(jobs) = &self.channels().jobs else {
             return;
         };
         match jobs.send(job) {
             Ok(()) => self.in_flight += 1,
             Err(mpsc::SendError(job)) => {
+                self.counters.settled(job.spans);
                 // The thread is gone (it never panics, but be exact).
                 lock(&self.delivery).lost(job.spans, "the sender thread is gone");
                 self.pool.push(job.body);
@@ -326,3 +335,54 @@ impl Drop for Pipeline {
         }
     }
 }
+
+/// At the process's exit (`main` returned, or `std::process::exit`), the
+/// bodies still queued are delivered first, for at most
+/// [`EXIT_DRAIN_TIMEOUT`]: a program that calls `minitrace::flush()` last
+/// loses none of them.
+mod at_exit {
+    use std::sync::{Arc, Mutex, Once, Weak};
+    use std::time::Instant;
+
+    use crate::stats::Counters;
+
+    static WATCHED: Mutex<Vec<Weak<Counters>>> = Mutex::new(Vec::new());
+
+    pub(super) fn watch(counters: &Arc<Counters>) {
+        static REGISTER: Once = Once::new();
+        REGISTER.call_once(|| {
+            extern "C" {
+                fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+            }
+            // The one `unsafe` of this crate, allowed here only.
+            #[allow(unsafe_code)]
+            // SAFETY: `atexit` is the C library's, which every Rust program
+            // on a hosted target links; `drain` is an `extern "C" fn` that
+            // never unwinds (it catches any panic) and lives as long as the
+            // program.
+            unsafe {
+                atexit(drain);
+            }
+        });
+        let mut watched = WATCHED.lock().unwrap_or_else(|poison| poison.into_inner());
+        watched.retain(|counters| counters.strong_count() > 0);
+        watched.push(Arc::downgrade(counters));
+    }
+
+    extern "C" fn drain() {
+        let _ = std::panic::catch_unwind(|| {
+            let deadline = Instant::now() + super::EXIT_DRAIN_TIMEOUT;
+            let watched = WATCHED.lock().unwrap_or_else(|poison| poison.into_inner()).clone();
+            for counters in watched.iter().filter_map(Weak::upgrade) {
+                counters.wait_settled(deadline.saturating_duration_since(Instant::now()));
+            }
+        });
+    }
+}
+
+/// The longest the process's exit waits for the bodies still queued.
+///
+/// ```
+/// assert_eq!(minitrace_delivery::EXIT_DRAIN_TIMEOUT.as_secs(), 5);
+/// ```
+pub const EXIT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);

@@ -551,6 +551,28 @@ impl JaegerReporter {
         };
     }
 
+    /// Waits until every span reported so far has been delivered or
+    /// failed, and so counted in [`stats`](JaegerReporter::stats): over
+    /// HTTP, `report` returns as soon as its batches are queued for the
+    /// sender thread (over UDP, a datagram is sent at once). For a reporter
+    /// already handed to minitrace, see [`StatsHandle::wait_for_delivery`].
+    ///
+    /// ```
+    /// use minitrace::collector::Reporter;
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// // Nothing listens on port 1.
+    /// let mut reporter = JaegerReporter::http("127.0.0.1:1".parse().unwrap(), "my-service");
+    /// reporter.report(&[minitrace::collector::SpanRecord::default()]);
+    /// reporter.wait_for_delivery();
+    /// assert_eq!(reporter.stats().get().spans_failed, 1);
+    /// ```
+    pub fn wait_for_delivery(&mut self) {
+        if let Transport::Http { pipeline: Some(pipeline), .. } = &mut self.transport {
+            pipeline.wait();
+        }
+    }
+
     fn delivery(&self) -> MutexGuard<'_, Delivery> {
         lock(&self.delivery)
     }
@@ -611,9 +633,8 @@ impl Reporter for JaegerReporter {
                     buffer.extend_from_slice(body);
                     pipeline.send(&report, buffer, count as u64);
                 });
-                // Delivered (or failed) and counted when `report` returns,
-                // as `minitrace::flush` promises.
-                pipeline.wait();
+                // Not waited for: delivered by the sender thread while
+                // minitrace's collector thread goes on.
                 outcome
             }
         };

@@ -97,6 +97,25 @@ impl StatsHandle {
     pub fn last_error(&self) -> Option<String> {
         self.0.delivery.last_error()
     }
+
+    /// Waits until every span the reporter was handed so far has been
+    /// delivered or failed, and so counted, for at most `timeout`; says
+    /// whether it has. Over HTTP, batches are delivered by a sender thread
+    /// of the reporter's own, so `minitrace::flush()` returns once they
+    /// are queued for it; call this after it to read final counts. (At the
+    /// process's exit, queued batches are delivered anyway, for at most
+    /// [`EXIT_DRAIN_TIMEOUT`](minitrace_delivery::EXIT_DRAIN_TIMEOUT).)
+    ///
+    /// ```
+    /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
+    /// let stats = reporter.stats();
+    /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+    /// minitrace::flush();
+    /// assert!(stats.wait_for_delivery(std::time::Duration::from_secs(10)));
+    /// ```
+    pub fn wait_for_delivery(&self, timeout: std::time::Duration) -> bool {
+        self.0.delivery.wait_settled(timeout)
+    }
 }
 
 /// What a [`JaegerReporter`](crate::JaegerReporter) did since it was made.

@@ -152,11 +152,13 @@ fn no_allocation_per_span() {
 
     // Reported: encoded, handed to the sender thread, posted, answered.
     reporter.report(&records[..BATCH]);
+    reporter.wait_for_delivery();
     let requests_before = stats.get().messages_sent;
     let reporting = allocations(|| {
         for batch in records.chunks(BATCH) {
             reporter.report(batch);
         }
+        reporter.wait_for_delivery();
     });
     let sent = stats.get();
     let requests = sent.messages_sent - requests_before;

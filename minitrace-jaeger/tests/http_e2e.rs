@@ -22,6 +22,7 @@ fn thousand_traces_over_http_all_arrive() {
         traces.push(common::traced_request(i));
     }
     minitrace::flush();
+    assert!(stats.wait_for_delivery(std::time::Duration::from_secs(60)));
     let sent = stats.get();
     println!("sent over HTTP: {sent:?}");
     common::assert_all_delivered(&jaeger, sent, &traces, &service);

@@ -322,6 +322,32 @@ impl OtlpReporter {
     }
 }
 
+impl OtlpReporter {
+    /// Waits until every span reported so far has been delivered or
+    /// failed, and so counted in [`stats`](OtlpReporter::stats): `report`
+    /// returns as soon as its requests are queued for the sender thread.
+    /// For a reporter already handed to minitrace, see
+    /// [`StatsHandle::wait_for_delivery`].
+    ///
+    /// ```
+    /// use minitrace::collector::Reporter;
+    ///
+    /// let mut reporter = minitrace_otlp::OtlpReporter::builder().endpoint("http://127.0.0.1:1").build().unwrap();
+    /// reporter.report(&[minitrace::collector::SpanRecord::default()]);
+    /// reporter.wait_for_delivery();
+    /// assert_eq!(reporter.stats().get().spans_failed, 1); // nothing listens on port 1
+    /// ```
+    pub fn wait_for_delivery(&mut self) {
+        // Irrefutable without the `grpc` feature.
+        #[allow(irrefutable_let_patterns)]
+        if let Transport::Http(http) = &mut self.transport {
+            if let Some(pipeline) = &mut http.pipeline {
+                pipeline.wait();
+            }
+        }
+    }
+}
+
 /// Hands each encoded body to the sender thread, gzip-compressed if asked.
 struct ToPipeline<'a> {
     pipeline: &'a mut Pipeline,
@@ -374,9 +400,8 @@ impl Reporter for OtlpReporter {
                 } else {
                     self.wire.encode(spans, &mut sink);
                 }
-                // Delivered (or failed) and counted when `report` returns,
-                // as `minitrace::flush` promises.
-                sink.pipeline.wait();
+                // Not waited for: delivered by the sender thread while
+                // minitrace's collector thread goes on.
             }
             #[cfg(feature = "grpc")]
             Transport::Grpc(grpc) => {

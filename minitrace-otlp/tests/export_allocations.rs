@@ -157,11 +157,13 @@ fn no_allocation_per_span() {
 
     // Reported: encoded, handed to the sender thread, posted, answered.
     reporter.report(&records[..BATCH]);
+    reporter.wait_for_delivery();
     let requests_before = stats.get().requests;
     let reporting = allocations(|| {
         for batch in records.chunks(BATCH) {
             reporter.report(batch);
         }
+        reporter.wait_for_delivery();
     });
     let sent = stats.get();
     let requests = sent.requests - requests_before;

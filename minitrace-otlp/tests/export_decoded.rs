@@ -156,6 +156,7 @@ fn what_the_receiver_decodes_is_what_was_made() {
         request(index);
     }
     minitrace::flush();
+    assert!(stats.wait_for_delivery(std::time::Duration::from_secs(60)));
 
     let made = made.lock().unwrap().clone();
     assert_eq!(made.len(), REQUESTS * 10);
