@@ -45,8 +45,11 @@
 //!
 //! A [`Report`] carries the deadline of one call of the reporter's
 //! `report`: no request or retry goes past it, and a wait that would is not
-//! made. So minitrace's collector thread is never held longer than the
-//! reporter's timeout, whatever the endpoint does.
+//! made. Delivered through a [`Pipeline`], a report's requests are tried on
+//! the sender thread, within that same deadline, and the reporter's
+//! `report` returns once they are queued: minitrace's collector thread
+//! waits only when the queue is full (the endpoint slower than the spans
+//! come), and never longer than one request's delivery.
 //!
 //! # Counting
 //!

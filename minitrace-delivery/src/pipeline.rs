@@ -75,8 +75,11 @@ fn run_capturing<R>(_capture: bool, f: impl FnOnce() -> R) -> (R, Vec<String>) {
 /// reporter in its steady state allocates no body. When `depth` bodies are
 /// queued or in flight, `send` waits for one to be done: a reporter never
 /// gets further ahead of its endpoint than that. [`wait`](Pipeline::wait)
-/// waits until every body sent is done, so that a reporter can return from
-/// `report` with its spans counted, as `minitrace::flush` promises.
+/// waits until every body sent is done; [`Counters::pending`] tells, from
+/// any thread, how many spans are still queued or on the wire, and
+/// [`Counters::wait_settled`] waits for none to be. At the process's exit
+/// (`main` returned, or `std::process::exit`), every pipeline's queued
+/// bodies are delivered first, for at most [`EXIT_DRAIN_TIMEOUT`].
 ///
 /// The retry policy, the counters and the error log are the [`Delivery`]'s,
 /// unchanged: each body is delivered as [`Delivery::deliver`] says, within

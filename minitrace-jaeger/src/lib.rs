@@ -58,9 +58,18 @@
 //! # How it fits in minitrace
 //!
 //! A reporter receives finished traces from minitrace's collector thread
-//! (see `minitrace::collector::Reporter`): encoding spans to Thrift and
-//! sending them happen there, never on a traced thread, and a slow or dead
-//! Jaeger slows only that thread (every operation has a timeout). Spans are
+//! (see `minitrace::collector::Reporter`): encoding spans to Thrift
+//! happens there, never on a traced thread, into buffers reused from one
+//! report to the next (no allocation per span). Over UDP, datagrams are
+//! sent there too (a send does not wait for an answer). Over HTTP, each
+//! batch is handed to a sender thread of the reporter's own, which posts
+//! it while the collector thread goes on: `report` returns once its
+//! batches are queued, and waits only when 8 are already waiting, leaving
+//! the choice to minitrace's policy (`Config::wait_when_queue_full`). So
+//! after `minitrace::flush()`, [`StatsHandle::wait_for_delivery`] waits for
+//! the answers; at the process's exit, batches still queued are delivered
+//! first, for at most 5 s. A slow or dead Jaeger never slows a traced
+//! thread (every operation has a timeout). Spans are
 //! sent as they are reported, in batches of one or more messages, so
 //! minitrace's sampling applies before anything is encoded: with
 //! `Config::report_slow_traces_only`, only the slow traces are sent to

@@ -53,8 +53,15 @@
 //!
 //! # What is sent
 //!
-//! Each report goes out as OTLP `ExportTraceServiceRequest`s, built from
-//! `opentelemetry-proto`'s generated types and encoded with prost. The
+//! Each report goes out as OTLP `ExportTraceServiceRequest`s. Over
+//! HTTP/protobuf, the default, they are written by hand, straight from
+//! minitrace's records into a reused buffer: names, keys and values copied
+//! once, from the record into the body; the resource and the scope encoded
+//! once, when the reporter is built; every length computed before its
+//! message is written, so each body is exact, canonical protobuf; nothing
+//! allocated per span. OTLP/JSON and gRPC are built from
+//! `opentelemetry-proto`'s generated types (JSON through their serde
+//! derives, gRPC through tonic and prost), with the same content. The
 //! resource carries `service.name`, `service.version` (when set),
 //! `host.name`, `telemetry.sdk.name = "minitrace"`,
 //! `telemetry.sdk.language = "rust"`, `telemetry.sdk.version` and the
@@ -73,22 +80,39 @@
 //! Reports are split into requests of at most
 //! [`max_spans_per_request`](OtlpReporterBuilder::max_spans_per_request)
 //! spans and about [`max_request_bytes`](OtlpReporterBuilder::max_request_bytes)
-//! bytes, so a trace of any size goes whole. Each request is delivered by
-//! [minitrace-delivery](minitrace_delivery), the layer minitrace-jaeger
-//! shares, with the OTLP spec's retry policy: a request answered with HTTP
-//! 429, 502, 503 or 504 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the
-//! other codes the OTLP spec lists) is sent again after the server's
-//! `Retry-After` (seconds or an HTTP date) or an exponential backoff with
-//! jitter, and one whose kept-alive connection closed unanswered at once;
-//! but one report never takes longer than the
-//! [timeout](OtlpReporterBuilder::timeout), so minitrace's collector thread
-//! is never held past it: a retry that would not fit is not made. Any
-//! other status is not retried, nor a partial success, nor a TLS failure;
-//! a refused connection is not retried, nor the rest of the report sent.
+//! bytes, so a trace of any size goes whole. Over HTTP, each request is
+//! handed to a sender thread of the reporter's own
+//! ([minitrace-delivery](minitrace_delivery)'s `Pipeline`), which delivers
+//! it while minitrace's collector thread encodes the next: `report` returns
+//! once its requests are queued, and waits only when 8 are already
+//! waiting (the endpoint is slower than the spans come), which leaves the
+//! choice to minitrace's own policy (`Config::wait_when_queue_full`: by
+//! default spans are then dropped and counted at the traced threads; with
+//! `true` they wait). So `minitrace::flush()` returns before the requests
+//! are answered: [`StatsHandle::wait_for_delivery`] waits for them, and at
+//! the process's exit the requests still queued are delivered first, for
+//! at most 5 s. Buffers come back from the sender thread for later
+//! requests. gRPC requests are sent on the collector thread, one after the
+//! other, as before.
+//!
+//! Each request is delivered with the OTLP spec's retry policy, shared with
+//! minitrace-jaeger: a request answered with HTTP 429, 502, 503 or 504
+//! (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the other codes the OTLP
+//! spec lists) is sent again after the server's `Retry-After` (seconds or
+//! an HTTP date) or an exponential backoff with jitter, and one whose
+//! kept-alive connection closed unanswered at once; but no request of a
+//! report is tried past the report's [timeout](OtlpReporterBuilder::timeout),
+//! counted from its call: a retry that would not fit is not made. Any other
+//! status is not retried, nor a partial success, nor a TLS failure; a
+//! refused connection is not retried, nor the rest of the report sent.
 //! After a timeout, requests fail unsent for 5 s, so that a dead endpoint
 //! does not hold every report. Redirects are never followed: a `3xx` is a
 //! failed delivery, so spans and their headers (a vendor's key) never go
 //! to another host.
+//!
+//! Compression is off by default: to an endpoint on the same machine or
+//! network, gzip costs more CPU than it saves (measured with
+//! `benches/export.rs`); turn it on for a remote, metered endpoint.
 //!
 //! Every span handed to the reporter ends counted in exactly one of sent,
 //! rejected (in an OTLP partial success) and failed (refused, timed out,
