@@ -8,6 +8,7 @@
 //! cargo bench --bench export                     # every stack, 3 runs each, medians
 //! EXPORT_REQUESTS=20000 EXPORT_RUNS=1 cargo bench --bench export   # a short run
 //! EXPORT_STACKS=minitrace-otlp,otel-sdk cargo bench --bench export # some stacks only
+//! EXPORT_OTLP_MAX_SPANS=512 EXPORT_OTLP_GZIP=1 ...   # minitrace-otlp's request size, gzip
 //! ```
 //!
 //! Each stack runs in a process of its own (the bench binary started again
@@ -528,12 +529,19 @@ mod stack {
         let stack: Box<dyn Stack> = match name {
             "untraced" => Box::new(Untraced),
             "minitrace-otlp" | "minitrace-otlp-lossless" => {
-                let reporter = minitrace_otlp::OtlpReporter::builder()
+                // Knobs for choosing the defaults: request size and compression.
+                let mut builder = minitrace_otlp::OtlpReporter::builder()
                     .env(|_| None)
                     .endpoint(format!("http://127.0.0.1:{port}"))
-                    .service_name("export-bench")
-                    .build()
-                    .unwrap();
+                    .service_name("export-bench");
+                if let Some(spans) = std::env::var("EXPORT_OTLP_MAX_SPANS").ok().and_then(|v| v.parse().ok())
+                {
+                    builder = builder.max_spans_per_request(spans);
+                }
+                if std::env::var("EXPORT_OTLP_GZIP").is_ok_and(|v| v == "1") {
+                    builder = builder.compression(minitrace_otlp::Compression::Gzip);
+                }
+                let reporter = builder.build().unwrap();
                 let stats = reporter.stats();
                 let _ =
                     WAIT_FOR_DELIVERY.set(Box::new(move || stats.wait_for_delivery(Duration::from_secs(60))));
@@ -672,6 +680,7 @@ mod receiver {
             }
             let mut length = 0usize;
             let mut content_type = String::new();
+            let mut gzip = false;
             loop {
                 let mut header = String::new();
                 if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -685,12 +694,20 @@ mod receiver {
                 match name.to_ascii_lowercase().as_str() {
                     "content-length" => length = value.trim().parse().unwrap_or(0),
                     "content-type" => content_type = value.trim().to_owned(),
+                    "content-encoding" => gzip = value.trim() == "gzip",
                     _ => {}
                 }
             }
             body.resize(length, 0);
             if reader.read_exact(&mut body).is_err() {
                 return;
+            }
+            if gzip {
+                let mut plain = Vec::new();
+                if flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut plain).is_err() {
+                    MALFORMED.fetch_add(1, Ordering::SeqCst);
+                }
+                body = plain;
             }
             let answer: Cow<str> = if request_line.starts_with("GET /count") {
                 let text = format!("{} {}", SPANS.load(Ordering::SeqCst), MALFORMED.load(Ordering::SeqCst));
