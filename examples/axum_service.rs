@@ -234,6 +234,8 @@ async fn main() {
         println!("server error: {error}");
     }
     minitrace::flush();
+    // The reporter's sender thread may still be waiting for the answers.
+    stats.wait_for_delivery(std::time::Duration::from_secs(10));
     let sent = stats.get();
     println!("sent {} spans to Jaeger ({} lost)", sent.spans_sent, sent.spans_failed);
     println!("each trace: http://127.0.0.1:16686/api/traces/<trace id>");

@@ -88,6 +88,8 @@ fn main() {
         email.join().unwrap();
     }
     minitrace::flush();
+    // The reporter's sender thread may still be waiting for the answers.
+    stats.wait_for_delivery(std::time::Duration::from_secs(10));
 
     let sent = stats.get();
     let trace = context.trace_id.to_string();

@@ -67,6 +67,8 @@ fn frontend() {
     let status = backend.wait().expect("the backend's exit status");
     assert!(status.success(), "the backend failed: {status}");
     minitrace::flush();
+    // The reporter's sender thread may still be waiting for the answers.
+    stats.wait_for_delivery(std::time::Duration::from_secs(10));
 
     println!("{page}");
     let sent = stats.get();
