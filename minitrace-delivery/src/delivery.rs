@@ -105,6 +105,8 @@ impl Default for RetryPolicy {
 pub struct Report {
     deadline: Instant,
     unreachable: Option<String>,
+    /// Tells reports apart on a [`Pipeline`](crate::Pipeline)'s thread.
+    id: u64,
 }
 
 impl Report {
@@ -116,10 +118,16 @@ impl Report {
     /// ```
     pub fn new(timeout: Duration) -> Report {
         let now = Instant::now();
-        Report {
-            deadline: now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400)),
-            unreachable: None,
-        }
+        Report::until(now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400)))
+    }
+
+    /// A report that must be done by `deadline`.
+    pub(crate) fn until(deadline: Instant) -> Report {
+        Report { deadline, unreachable: None, id: Report::next_id() }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// When the report's time is up.

@@ -236,6 +236,25 @@ pub struct HttpClient {
     roots: Option<RootCertificates>,
 }
 
+/// A copy of the client, its settings and its connection pool shared: for
+/// the sender thread of a [`Pipeline`](crate::Pipeline).
+impl Clone for HttpClient {
+    fn clone(&self) -> HttpClient {
+        HttpClient {
+            agent: AssertUnwindSafe(self.agent.0.clone()),
+            endpoint: self.endpoint.clone(),
+            content_type: self.content_type,
+            content_encoding: self.content_encoding,
+            headers: self.headers.clone(),
+            user_agent: self.user_agent.clone(),
+            proxy_from_env: self.proxy_from_env,
+            read_answer: self.read_answer,
+            #[cfg(feature = "tls")]
+            roots: self.roots.clone(),
+        }
+    }
+}
+
 impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut debug = f.debug_struct("HttpClient");

@@ -25,6 +25,10 @@
 //! - [`Delivery`]: the retry policy around the tries of any transport (the
 //!   HTTP client here, or a reporter's own: gRPC, UDP), the counters, and
 //!   the error log.
+//! - [`Pipeline`]: a [`Delivery`] on a sender thread of its own, fed
+//!   encoded bodies through a bounded queue, with their buffers handed back
+//!   for reuse: minitrace's collector thread encodes the next body while
+//!   the last one is on the wire.
 //!
 //! # The retry policy
 //!
@@ -41,8 +45,11 @@
 //!
 //! A [`Report`] carries the deadline of one call of the reporter's
 //! `report`: no request or retry goes past it, and a wait that would is not
-//! made. So minitrace's collector thread is never held longer than the
-//! reporter's timeout, whatever the endpoint does.
+//! made. Delivered through a [`Pipeline`], a report's requests are tried on
+//! the sender thread, within that same deadline, and the reporter's
+//! `report` returns once they are queued: minitrace's collector thread
+//! waits only when the queue is full (the endpoint slower than the spans
+//! come), and never longer than one request's delivery.
 //!
 //! # Counting
 //!
@@ -74,6 +81,7 @@ mod delivery;
 mod endpoint;
 mod http;
 mod log;
+mod pipeline;
 mod stats;
 
 pub use crate::delivery::{
@@ -86,4 +94,5 @@ pub use crate::http::{AnswerReader, CertificateError, HttpClient, PartialSuccess
 #[cfg(feature = "testing")]
 pub use crate::log::testing;
 pub use crate::log::ErrorLog;
+pub use crate::pipeline::{Pipeline, Transport, DEFAULT_PIPELINE_DEPTH};
 pub use crate::stats::{Counters, DeliveryStats};

@@ -77,7 +77,7 @@ impl ErrorLog {
     }
 }
 
-fn write_line(line: &str) {
+pub(crate) fn write_line(line: &str) {
     #[cfg(feature = "testing")]
     if crate::testing::captured(line) {
         return;
@@ -114,6 +114,11 @@ pub mod testing {
         let result = f();
         let lines = CAPTURED.with(|captured| std::mem::replace(&mut *captured.borrow_mut(), outer));
         (result, lines.unwrap_or_default())
+    }
+
+    /// Whether this thread captures the lines.
+    pub(crate) fn capturing() -> bool {
+        CAPTURED.with(|captured| captured.borrow().is_some())
     }
 
     /// Keeps `line` if this thread is capturing; says whether it did.

@@ -26,6 +26,9 @@ pub struct Counters {
     retries: AtomicU64,
     messages_sent: AtomicU64,
     bytes_sent: AtomicU64,
+    /// Spans handed to a [`Pipeline`](crate::Pipeline) and not yet counted
+    /// in one of the three above.
+    pending: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -85,6 +88,42 @@ impl Counters {
     /// ```
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().unwrap_or_else(|poison| poison.into_inner()).clone()
+    }
+
+    /// Spans handed to a [`Pipeline`](crate::Pipeline) whose fate is not
+    /// known yet: queued, on the wire, or waiting for a retry.
+    ///
+    /// ```
+    /// assert_eq!(minitrace_delivery::Counters::default().pending(), 0);
+    /// ```
+    pub fn pending(&self) -> u64 {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no span is [`pending`](Counters::pending), for at most
+    /// `timeout`; says whether none is.
+    ///
+    /// ```
+    /// let counters = minitrace_delivery::Counters::default();
+    /// assert!(counters.wait_settled(std::time::Duration::ZERO));
+    /// ```
+    pub fn wait_settled(&self, timeout: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.pending() > 0 {
+            if start.elapsed() >= timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
+    }
+
+    pub(crate) fn queued(&self, spans: u64) {
+        self.pending.fetch_add(spans, Ordering::SeqCst);
+    }
+
+    pub(crate) fn settled(&self, spans: u64) {
+        self.pending.fetch_sub(spans, Ordering::SeqCst);
     }
 
     pub(crate) fn set_last_error(&self, error: &str) {

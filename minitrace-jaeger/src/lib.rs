@@ -58,9 +58,17 @@
 //! # How it fits in minitrace
 //!
 //! A reporter receives finished traces from minitrace's collector thread
-//! (see `minitrace::collector::Reporter`): encoding spans to Thrift and
-//! sending them happen there, never on a traced thread, and a slow or dead
-//! Jaeger slows only that thread (every operation has a timeout). Spans are
+//! (see `minitrace::collector::Reporter`): encoding spans to Thrift
+//! happens there, never on a traced thread, into buffers reused from one
+//! report to the next (no allocation per span). Over UDP, datagrams are
+//! sent there too (a send does not wait for an answer). Over HTTP, each
+//! batch is handed to a sender thread of the reporter's own, which posts
+//! it while the collector thread goes on: `report` returns once its
+//! batches are queued, and waits only when 8 are already waiting, leaving
+//! the choice to minitrace's policy (`Config::wait_when_queue_full`).
+//! `minitrace::flush()` returns once the answers are in (it calls
+//! `Reporter::wait_for_delivery`). A slow or dead Jaeger never slows a traced
+//! thread (every operation has a timeout). Spans are
 //! sent as they are reported, in batches of one or more messages, so
 //! minitrace's sampling applies before anything is encoded: with
 //! `Config::report_slow_traces_only`, only the slow traces are sent to
@@ -150,13 +158,13 @@ use std::error::Error;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use minitrace::collector::{count_dropped_by_reporter, Reporter, SpanRecord};
 #[cfg(feature = "tls")]
 pub use minitrace_delivery::CertificateError;
-use minitrace_delivery::{Attempt, Delivery, Endpoint, HttpClient, Report};
+use minitrace_delivery::{Attempt, Delivery, Endpoint, HttpClient, Pipeline, Report, DEFAULT_PIPELINE_DEPTH};
 
 use crate::model::{Encoder, Process, TRUNCATED_TAG};
 use crate::stats::Counters;
@@ -227,13 +235,25 @@ pub struct JaegerReporter {
     transport: Transport,
     next_seq_no: i64,
     counters: Arc<Counters>,
-    delivery: Delivery,
+    /// Shared with the sender thread of HTTP.
+    delivery: Arc<Mutex<Delivery>>,
     timeout: Duration,
 }
 
 enum Transport {
-    Udp { agent: udp::Agent, encoder: Encoder<Compact>, max_size: usize },
-    Http { client: HttpClient, encoder: Encoder<Binary>, max_size: usize },
+    Udp {
+        agent: udp::Agent,
+        encoder: Encoder<Compact>,
+        max_size: usize,
+    },
+    Http {
+        client: HttpClient,
+        encoder: Encoder<Binary>,
+        max_size: usize,
+        /// The sender thread, started at the first report (with the client
+        /// as it is then: the builder's settings come before).
+        pipeline: Option<Box<Pipeline>>,
+    },
 }
 
 impl fmt::Debug for JaegerReporter {
@@ -344,7 +364,8 @@ impl JaegerReporter {
         let mut client = HttpClient::new(endpoint, "application/x-thrift");
         client.set_user_agent(concat!("minitrace-jaeger/", env!("CARGO_PKG_VERSION")));
         let encoder = Encoder::new(&process, DEFAULT_MAX_REQUEST_SIZE);
-        let transport = Transport::Http { client, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE };
+        let transport =
+            Transport::Http { client, encoder, max_size: DEFAULT_MAX_REQUEST_SIZE, pipeline: None };
         JaegerReporter::with_transport(process, transport, delivery)
     }
 
@@ -355,7 +376,7 @@ impl JaegerReporter {
             transport,
             next_seq_no: 1,
             counters: Arc::new(Counters::starting_now(delivery.counters().clone())),
-            delivery,
+            delivery: Arc::new(Mutex::new(delivery)),
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -416,7 +437,7 @@ impl JaegerReporter {
         self.timeout = timeout;
         if let Transport::Udp { agent, .. } = &mut self.transport {
             if let Err(error) = agent.set_timeout(timeout) {
-                self.delivery.log(|| format!("cannot set the UDP send timeout: {error}"));
+                self.delivery().log(|| format!("cannot set the UDP send timeout: {error}"));
             }
         }
         self
@@ -438,13 +459,15 @@ impl JaegerReporter {
     /// # drop(reporter);
     /// ```
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
-        let Transport::Http { client, .. } = &mut self.transport else {
-            self.delivery.log(|| format!("header {name:?} left out: a UDP reporter sends no HTTP headers"));
+        let Transport::Http { client, pipeline, .. } = &mut self.transport else {
+            self.delivery().log(|| format!("header {name:?} left out: a UDP reporter sends no HTTP headers"));
             return self;
         };
+        // A sender thread already started has the client as it was.
+        *pipeline = None;
         match client.add_header(name, value) {
-            Ok(()) => self.delivery.hide(value),
-            Err(error) => self.delivery.log(|| format!("header {name:?} left out: {error}")),
+            Ok(()) => self.delivery().hide(value),
+            Err(error) => self.delivery().log(|| format!("header {name:?} left out: {error}")),
         }
         self
     }
@@ -467,9 +490,10 @@ impl JaegerReporter {
     /// ```
     #[cfg(feature = "tls")]
     pub fn with_tls_root_certificate_pem(mut self, pem: &[u8]) -> Result<Self, CertificateError> {
-        let Transport::Http { client, .. } = &mut self.transport else {
+        let Transport::Http { client, pipeline, .. } = &mut self.transport else {
             return Err(CertificateError::new("a UDP reporter speaks no TLS"));
         };
+        *pipeline = None;
         client.set_root_certificates(minitrace_delivery::RootCertificates::from_pem(pem)?);
         Ok(self)
     }
@@ -486,8 +510,8 @@ impl JaegerReporter {
     ///     .with_error_interval(Duration::from_secs(60));
     /// # drop(reporter);
     /// ```
-    pub fn with_error_interval(mut self, interval: Duration) -> Self {
-        self.delivery.set_error_interval(interval);
+    pub fn with_error_interval(self, interval: Duration) -> Self {
+        self.delivery().set_error_interval(interval);
         self
     }
 
@@ -507,6 +531,38 @@ impl JaegerReporter {
         StatsHandle(self.counters.clone())
     }
 
+    /// Encodes `spans` into the messages this reporter would send (Thrift
+    /// Compact datagrams for UDP, Thrift Binary bodies for HTTP), each
+    /// handed to `each` with the number of spans in it, and sends nothing:
+    /// for measuring the encoding alone. The messages are written into
+    /// buffers the reporter keeps and reuses, and take sequence numbers
+    /// as sent messages do.
+    ///
+    /// ```
+    /// use minitrace::collector::SpanRecord;
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// let mut reporter = JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "my-service");
+    /// let mut spans = 0;
+    /// reporter.encode_each(&vec![SpanRecord::default(); 3], |message, count| {
+    ///     assert!(!message.is_empty());
+    ///     spans += count;
+    /// });
+    /// assert_eq!(spans, 3);
+    /// ```
+    pub fn encode_each(&mut self, spans: &[SpanRecord], mut each: impl FnMut(&[u8], usize)) {
+        let JaegerReporter { transport, next_seq_no, counters, .. } = self;
+        let stats = || counters.client_stats();
+        match transport {
+            Transport::Udp { encoder, .. } => encoder.encode(spans, next_seq_no, stats, &mut each),
+            Transport::Http { encoder, .. } => encoder.encode(spans, next_seq_no, stats, &mut each),
+        };
+    }
+
+    fn delivery(&self) -> MutexGuard<'_, Delivery> {
+        lock(&self.delivery)
+    }
+
     fn rebuild_encoder(&mut self) {
         match &mut self.transport {
             Transport::Udp { encoder, max_size, .. } => *encoder = Encoder::new(&self.process, *max_size),
@@ -515,17 +571,44 @@ impl JaegerReporter {
     }
 }
 
+fn lock(delivery: &Mutex<Delivery>) -> MutexGuard<'_, Delivery> {
+    delivery.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 impl Reporter for JaegerReporter {
+    /// Waits until every span reported so far has been delivered or
+    /// failed, and so counted in [`stats`](JaegerReporter::stats): over
+    /// HTTP, `report` returns as soon as its batches are queued for the
+    /// sender thread (over UDP, a datagram is sent at once). For a reporter
+    /// already handed to minitrace, `minitrace::flush()` calls it.
+    ///
+    /// ```
+    /// use minitrace::collector::Reporter;
+    /// use minitrace_jaeger::JaegerReporter;
+    ///
+    /// // Nothing listens on port 1.
+    /// let mut reporter = JaegerReporter::http("127.0.0.1:1".parse().unwrap(), "my-service");
+    /// reporter.report(&[minitrace::collector::SpanRecord::default()]);
+    /// reporter.wait_for_delivery();
+    /// assert_eq!(reporter.stats().get().spans_failed, 1);
+    /// ```
+    fn wait_for_delivery(&mut self) {
+        if let Transport::Http { pipeline: Some(pipeline), .. } = &mut self.transport {
+            pipeline.wait();
+        }
+    }
+
     fn report(&mut self, spans: &[SpanRecord]) {
         if spans.is_empty() {
             return;
         }
-        let JaegerReporter { transport, next_seq_no, counters, delivery, timeout, .. } = self;
+        let JaegerReporter { transport, next_seq_no, counters, delivery: shared, timeout, .. } = self;
         let counters: &Counters = counters;
         let stats = || counters.client_stats();
         let mut report = Report::new(*timeout);
         let outcome = match transport {
             Transport::Udp { agent, encoder, .. } => {
+                let mut delivery = lock(shared);
                 encoder.encode(spans, next_seq_no, stats, |datagram, count| {
                     let mut refused_before = 0;
                     delivery.deliver(&mut report, count as u64, datagram.len() as u64, |_| {
@@ -541,14 +624,29 @@ impl Reporter for JaegerReporter {
                         .unsent(refused_before as u64, "the agent refused the datagram that carried them");
                 })
             }
-            Transport::Http { client, encoder, .. } => {
-                encoder.encode(spans, next_seq_no, stats, |body, count| {
-                    delivery.deliver(&mut report, count as u64, body.len() as u64, |left| {
-                        client.post(body, left)
-                    });
-                })
+            Transport::Http { client, encoder, pipeline, .. } => {
+                if pipeline.is_none() {
+                    let client = client.clone();
+                    let transport = Box::new(move |body: &[u8], left| client.post(body, left));
+                    *pipeline =
+                        Pipeline::new(shared.clone(), DEFAULT_PIPELINE_DEPTH, transport).ok().map(Box::new);
+                }
+                let Some(pipeline) = pipeline else {
+                    lock(shared).lost(spans.len() as u64, "no sender thread could be started");
+                    return;
+                };
+                // Each body is sent while the next one is encoded.
+                let outcome = encoder.encode(spans, next_seq_no, stats, |body, count| {
+                    let mut buffer = pipeline.buffer();
+                    buffer.extend_from_slice(body);
+                    pipeline.send(&report, buffer, count as u64);
+                });
+                // Not waited for: delivered by the sender thread while
+                // minitrace's collector thread goes on.
+                outcome
             }
         };
+        let mut delivery = lock(shared);
         if outcome.dropped > 0 {
             Counters::add(&counters.spans_too_large, outcome.dropped);
             count_dropped_by_reporter(outcome.dropped);

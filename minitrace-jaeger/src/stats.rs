@@ -97,6 +97,24 @@ impl StatsHandle {
     pub fn last_error(&self) -> Option<String> {
         self.0.delivery.last_error()
     }
+
+    /// Waits until every span the reporter was handed so far has been
+    /// delivered or failed, and so counted, for at most `timeout`; says
+    /// whether it has. Over HTTP, batches are delivered by a sender thread
+    /// of the reporter's own; `minitrace::flush()` waits for it too, this
+    /// waits from any thread, e.g. to read final counts while spans keep
+    /// coming.
+    ///
+    /// ```
+    /// let reporter = minitrace_jaeger::JaegerReporter::http("127.0.0.1:14268".parse().unwrap(), "svc");
+    /// let stats = reporter.stats();
+    /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+    /// minitrace::flush();
+    /// assert!(stats.wait_for_delivery(std::time::Duration::from_secs(10)));
+    /// ```
+    pub fn wait_for_delivery(&self, timeout: std::time::Duration) -> bool {
+        self.0.delivery.wait_settled(timeout)
+    }
 }
 
 /// What a [`JaegerReporter`](crate::JaegerReporter) did since it was made.

@@ -30,13 +30,18 @@ fn every_lost_span_is_counted_once_in_minitrace() {
     let mut reporter = JaegerReporter::http(server.addr(), "counted").with_timeout(Duration::from_secs(20));
     let handle = reporter.stats();
     reporter.report(&records(3)); // 400: failed
+    reporter.wait_for_delivery();
     reporter.report(&records(4)); // a redirect: failed
+    reporter.wait_for_delivery();
     reporter.report(&records(5)); // 503, then accepted on the retry
+    reporter.wait_for_delivery();
     let mut too_small = reporter.with_max_message_size(150);
     too_small.report(&records(2)); // too large even bare
+    too_small.wait_for_delivery();
     let mut absent = JaegerReporter::http(closed_port(), "counted");
     let absent_handle = absent.stats();
     absent.report(&records(6)); // refused: failed
+    absent.wait_for_delivery();
 
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed, got.spans_too_large), (5, 7, 2), "{got:?}");

@@ -28,6 +28,7 @@ fn an_absent_agent_is_counted() {
     let handle = reporter.stats();
     for _ in 0..20 {
         reporter.report(&records(10, 10));
+        reporter.wait_for_delivery();
         // Let the ICMP "port unreachable" come back before the next send.
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -47,6 +48,7 @@ fn an_absent_collector_is_counted_and_not_retried() {
     let handle = reporter.stats();
     for _ in 0..20 {
         reporter.report(&records(10, 10));
+        reporter.wait_for_delivery();
     }
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent), (200, 0), "{got:?}");
@@ -62,6 +64,7 @@ fn an_http_error_status_is_counted() {
     let mut reporter = JaegerReporter::http(server.addr(), "failing");
     let handle = reporter.stats();
     reporter.report(&records(7, 10));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent, got.requests), (7, 0, 1), "{got:?}");
     let error = handle.last_error().unwrap();
@@ -78,6 +81,7 @@ fn a_silent_collector_stalls_the_reporter_only_briefly() {
     let handle = reporter.stats();
     for _ in 0..10 {
         reporter.report(&records(3, 10));
+        reporter.wait_for_delivery();
     }
     let got = handle.get();
     assert_eq!((got.spans_failed, got.messages_sent), (30, 0), "{got:?}");
@@ -96,6 +100,7 @@ fn oversized_spans_are_truncated_or_dropped_and_counted() {
     let handle = reporter.stats();
     // Three spans with a 5 000-byte tag: each is truncated and sent alone.
     reporter.report(&records(3, 5000));
+    reporter.wait_for_delivery();
     let mut buf = [0u8; 65536];
     for _ in 0..3 {
         let n = agent.recv(&mut buf).unwrap();
@@ -108,6 +113,7 @@ fn oversized_spans_are_truncated_or_dropped_and_counted() {
     // A limit that cannot hold even a bare span: dropped and counted.
     let mut reporter = reporter.with_max_message_size(150);
     reporter.report(&records(2, 10));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_too_large, got.spans_sent, got.spans_failed), (2, 3, 0), "{got:?}");
     assert!(handle.last_error().unwrap().contains("too large"));

@@ -22,6 +22,7 @@ fn thousand_traces_over_http_all_arrive() {
         traces.push(common::traced_request(i));
     }
     minitrace::flush();
+    // flush() returned: every request is answered, the counts are final.
     let sent = stats.get();
     println!("sent over HTTP: {sent:?}");
     common::assert_all_delivered(&jaeger, sent, &traces, &service);

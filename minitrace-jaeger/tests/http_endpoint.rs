@@ -20,6 +20,7 @@ fn a_url_with_a_host_name_path_and_header_reaches_the_collector() {
     let span =
         SpanRecord { trace_id: TraceId(7), span_id: SpanId(1), name: "span".into(), ..SpanRecord::default() };
     reporter.report(&[span]);
+    reporter.wait_for_delivery();
 
     let received = server.received();
     assert_eq!(received.len(), 1);

@@ -172,6 +172,7 @@ fn twenty_thousand_spans_over_http_arrive_whole() {
     let stats = reporter.stats();
     let (trace_id, records) = big_trace();
     reporter.report(&records);
+    reporter.wait_for_delivery();
     let sent = stats.get();
     println!("HTTP: {sent:?}");
     assert_eq!((sent.spans_sent, sent.spans_failed), (SPANS as u64, 0));
@@ -196,6 +197,7 @@ fn twenty_thousand_spans_over_udp() {
     let before = Receiver::now();
     let started = Instant::now();
     reporter.report(&records);
+    reporter.wait_for_delivery();
     let took = started.elapsed();
     let sent = stats.get();
     assert_eq!((sent.spans_sent, sent.spans_failed), (SPANS as u64, 0));
@@ -232,6 +234,7 @@ fn twenty_thousand_spans_over_udp() {
     let (trace_id, records) = big_trace();
     for chunk in records.chunks(500) {
         reporter.report(chunk);
+        reporter.wait_for_delivery();
         std::thread::sleep(Duration::from_millis(2));
     }
     let arrived = check_spans(&settled_spans(&jaeger, trace_id, SPANS), &records);

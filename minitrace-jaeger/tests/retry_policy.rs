@@ -36,6 +36,7 @@ fn busy_statuses_are_retried_until_accepted() {
     let mut reporter = reporter(&server, Duration::from_secs(20));
     let handle = reporter.stats();
     reporter.report(&records(5));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed, got.messages_sent), (5, 0, 1), "{got:?}");
     assert_eq!((got.requests, got.retries), (5, 4), "{got:?}");
@@ -50,6 +51,7 @@ fn retry_after_is_waited_for() {
     let mut reporter = reporter(&server, Duration::from_secs(20));
     let handle = reporter.stats();
     reporter.report(&records(4));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.requests, got.retries), (4, 2, 1), "{got:?}");
     let received = server.received();
@@ -65,6 +67,7 @@ fn a_retry_after_beyond_the_timeout_is_not_waited_for() {
     let handle = reporter.stats();
     let start = Instant::now();
     reporter.report(&records(2));
+    reporter.wait_for_delivery();
     // A sanity bound, not a timing figure: nowhere near the hour asked for.
     assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
     let got = handle.get();
@@ -81,6 +84,7 @@ fn other_statuses_are_not_retried() {
         let mut reporter = reporter(&server, Duration::from_secs(20));
         let handle = reporter.stats();
         reporter.report(&records(3));
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!(
             (got.spans_failed, got.spans_sent, got.requests, got.retries),
@@ -99,10 +103,12 @@ fn a_refused_connection_is_not_retried_nor_the_rest_of_the_report_sent() {
     let mut reporter = JaegerReporter::http(closed_port(), "retries").with_max_message_size(600);
     let handle = reporter.stats();
     reporter.report(&records(40));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent, got.requests, got.retries), (40, 0, 1, 0), "{got:?}");
     assert!(handle.last_error().unwrap().contains("refused"), "{:?}", handle.last_error());
     // The next report tries again.
     reporter.report(&records(1));
+    reporter.wait_for_delivery();
     assert_eq!(handle.get().requests, 2);
 }

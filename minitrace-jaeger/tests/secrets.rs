@@ -34,7 +34,10 @@ fn header_values_never_show() {
     });
     let handle = reporter.stats();
     let span = SpanRecord { trace_id: TraceId(5), span_id: SpanId(1), ..SpanRecord::default() };
-    let ((), report_lines) = capture_log(|| reporter.report(&[span]));
+    let ((), report_lines) = capture_log(|| {
+        reporter.report(&[span]);
+        reporter.wait_for_delivery();
+    });
     lines.extend(report_lines);
     assert_eq!(server.received()[0].header("authorization"), Some("Bearer SECRET"));
     assert_eq!(handle.get().spans_failed, 1);

@@ -54,6 +54,7 @@ fn a_collector_whose_ca_is_trusted_gets_the_spans() {
         .unwrap();
     let handle = reporter.stats();
     reporter.report(&records(6));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed, got.requests), (6, 0, 1), "{got:?}");
     let received = server.received();
@@ -80,6 +81,7 @@ fn an_untrusted_or_misnamed_certificate_is_refused_and_counted() {
         }
         let handle = reporter.stats();
         reporter.report(&records(3));
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!(
             (got.spans_failed, got.spans_sent, got.requests, got.retries),

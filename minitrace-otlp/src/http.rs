@@ -2,9 +2,9 @@
 //! by minitrace-delivery's HTTP client; the answer's partial success read
 //! here.
 
-use std::io::Write;
+use std::sync::{Arc, Mutex};
 
-use minitrace_delivery::{Endpoint, HttpClient, PartialSuccess};
+use minitrace_delivery::{Delivery, Endpoint, HttpClient, PartialSuccess, Pipeline, DEFAULT_PIPELINE_DEPTH};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -15,8 +15,52 @@ use crate::config::{Compression, Error, Protocol, Settings};
 #[derive(Debug)]
 pub(crate) struct HttpExporter {
     pub(crate) client: HttpClient,
-    gzip: bool,
-    json: bool,
+    pub(crate) gzip: Option<Gzip>,
+    pub(crate) json: bool,
+    /// The sender thread, started at the first report.
+    pub(crate) pipeline: Option<Pipeline>,
+}
+
+/// gzip (RFC 1952) around raw deflate, its state reused from one body to
+/// the next: a new `GzEncoder` per body would allocate its tables each time.
+pub(crate) struct Gzip {
+    deflate: flate2::Compress,
+}
+
+impl std::fmt::Debug for Gzip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gzip").finish_non_exhaustive()
+    }
+}
+
+impl Gzip {
+    pub(crate) fn new() -> Gzip {
+        // The fastest level: the body is compressed on minitrace's collector thread.
+        Gzip { deflate: flate2::Compress::new(flate2::Compression::fast(), false) }
+    }
+
+    /// `input`, gzip-compressed, appended to `out`.
+    pub(crate) fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        // Magic, deflate, no flags, no time, no extra flags, unknown OS.
+        out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+        self.deflate.reset();
+        out.reserve(input.len() / 2 + 64);
+        loop {
+            let consumed = self.deflate.total_in() as usize;
+            let status = self
+                .deflate
+                .compress_vec(&input[consumed..], out, flate2::FlushCompress::Finish)
+                .expect("deflating into a Vec cannot fail");
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+            out.reserve(out.capacity().max(1024));
+        }
+        let mut crc = flate2::Crc::new();
+        crc.update(input);
+        out.extend_from_slice(&crc.sum().to_le_bytes());
+        out.extend_from_slice(&(input.len() as u32).to_le_bytes());
+    }
 }
 
 impl HttpExporter {
@@ -47,34 +91,29 @@ impl HttpExporter {
         if let Some(roots) = &settings.roots {
             client.set_root_certificates(roots.clone());
         }
-        Ok(HttpExporter { client, gzip, json })
+        Ok(HttpExporter { client, gzip: gzip.then(Gzip::new), json, pipeline: None })
     }
 
-    /// The request body, encoded and compressed once for every try.
-    pub(crate) fn body(&self, request: &ExportTraceServiceRequest) -> Vec<u8> {
-        let encoded = self.encode(request);
-        if !self.gzip {
-            return encoded;
+    /// The sender thread of `delivery`, started on first use; `None` if no
+    /// thread can be started.
+    pub(crate) fn start_pipeline(&mut self, delivery: &Arc<Mutex<Delivery>>) {
+        if self.pipeline.is_none() {
+            let client = self.client.clone();
+            let transport = Box::new(move |body: &[u8], left| client.post(body, left));
+            self.pipeline = Pipeline::new(delivery.clone(), DEFAULT_PIPELINE_DEPTH, transport).ok();
         }
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        // Writing to a Vec cannot fail.
-        encoder.write_all(&encoded).and_then(|()| encoder.finish()).unwrap_or(encoded)
     }
+}
 
+/// `request` as a body: JSON (with `http-json`) or protobuf.
+pub(crate) fn encode_request(json: bool, request: &ExportTraceServiceRequest) -> Vec<u8> {
     #[cfg(feature = "http-json")]
-    fn encode(&self, request: &ExportTraceServiceRequest) -> Vec<u8> {
-        if self.json {
-            // Serializing these plain structs into a Vec cannot fail.
-            return serde_json::to_vec(request).unwrap_or_default();
-        }
-        request.encode_to_vec()
+    if json {
+        // Serializing these plain structs into a Vec cannot fail.
+        return serde_json::to_vec(request).unwrap_or_default();
     }
-
-    #[cfg(not(feature = "http-json"))]
-    fn encode(&self, request: &ExportTraceServiceRequest) -> Vec<u8> {
-        let _ = self.json;
-        request.encode_to_vec()
-    }
+    let _ = json;
+    request.encode_to_vec()
 }
 
 /// The partial success in a 2xx answer's `ExportTraceServiceResponse`,

@@ -53,8 +53,15 @@
 //!
 //! # What is sent
 //!
-//! Each report goes out as OTLP `ExportTraceServiceRequest`s, built from
-//! `opentelemetry-proto`'s generated types and encoded with prost. The
+//! Each report goes out as OTLP `ExportTraceServiceRequest`s. Over
+//! HTTP/protobuf, the default, they are written by hand, straight from
+//! minitrace's records into a reused buffer: names, keys and values copied
+//! once, from the record into the body; the resource and the scope encoded
+//! once, when the reporter is built; every length computed before its
+//! message is written, so each body is exact, canonical protobuf; nothing
+//! allocated per span. OTLP/JSON and gRPC are built from
+//! `opentelemetry-proto`'s generated types (JSON through their serde
+//! derives, gRPC through tonic and prost), with the same content. The
 //! resource carries `service.name`, `service.version` (when set),
 //! `host.name`, `telemetry.sdk.name = "minitrace"`,
 //! `telemetry.sdk.language = "rust"`, `telemetry.sdk.version` and the
@@ -73,22 +80,38 @@
 //! Reports are split into requests of at most
 //! [`max_spans_per_request`](OtlpReporterBuilder::max_spans_per_request)
 //! spans and about [`max_request_bytes`](OtlpReporterBuilder::max_request_bytes)
-//! bytes, so a trace of any size goes whole. Each request is delivered by
-//! [minitrace-delivery](minitrace_delivery), the layer minitrace-jaeger
-//! shares, with the OTLP spec's retry policy: a request answered with HTTP
-//! 429, 502, 503 or 504 (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the
-//! other codes the OTLP spec lists) is sent again after the server's
-//! `Retry-After` (seconds or an HTTP date) or an exponential backoff with
-//! jitter, and one whose kept-alive connection closed unanswered at once;
-//! but one report never takes longer than the
-//! [timeout](OtlpReporterBuilder::timeout), so minitrace's collector thread
-//! is never held past it: a retry that would not fit is not made. Any
-//! other status is not retried, nor a partial success, nor a TLS failure;
-//! a refused connection is not retried, nor the rest of the report sent.
+//! bytes, so a trace of any size goes whole. Over HTTP, each request is
+//! handed to a sender thread of the reporter's own
+//! ([minitrace-delivery](minitrace_delivery)'s `Pipeline`), which delivers
+//! it while minitrace's collector thread encodes the next: `report` returns
+//! once its requests are queued, and waits only when 8 are already
+//! waiting (the endpoint is slower than the spans come), which leaves the
+//! choice to minitrace's own policy (`Config::wait_when_queue_full`: by
+//! default spans are then dropped and counted at the traced threads; with
+//! `true` they wait). `minitrace::flush()` still returns only once the
+//! requests are answered (it calls `Reporter::wait_for_delivery`); from
+//! another thread, [`StatsHandle::wait_for_delivery`] waits for them. Buffers come back from the sender thread for later
+//! requests. gRPC requests are sent on the collector thread, one after the
+//! other, as before.
+//!
+//! Each request is delivered with the OTLP spec's retry policy, shared with
+//! minitrace-jaeger: a request answered with HTTP 429, 502, 503 or 504
+//! (gRPC `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and the other codes the OTLP
+//! spec lists) is sent again after the server's `Retry-After` (seconds or
+//! an HTTP date) or an exponential backoff with jitter, and one whose
+//! kept-alive connection closed unanswered at once; but no request of a
+//! report is tried past the report's [timeout](OtlpReporterBuilder::timeout),
+//! counted from its call: a retry that would not fit is not made. Any other
+//! status is not retried, nor a partial success, nor a TLS failure; a
+//! refused connection is not retried, nor the rest of the report sent.
 //! After a timeout, requests fail unsent for 5 s, so that a dead endpoint
 //! does not hold every report. Redirects are never followed: a `3xx` is a
 //! failed delivery, so spans and their headers (a vendor's key) never go
 //! to another host.
+//!
+//! Compression is off by default: to an endpoint on the same machine or
+//! network, gzip costs more CPU than it saves (measured with
+//! `benches/export.rs`); turn it on for a remote, metered endpoint.
 //!
 //! Every span handed to the reporter ends counted in exactly one of sent,
 //! rejected (in an OTLP partial success) and failed (refused, timed out,
@@ -133,13 +156,14 @@ mod encode;
 mod grpc;
 mod http;
 mod stats;
+mod wire;
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use minitrace::collector::{Reporter, SpanRecord};
-use minitrace_delivery::{Delivery, Report};
-use prost::Message;
+use minitrace_delivery::{Counters, Delivery, Pipeline, Report};
 
 pub use crate::config::{
     Compression, Error, OtlpReporterBuilder, Protocol, DEFAULT_ERROR_INTERVAL, DEFAULT_MAX_REQUEST_BYTES,
@@ -149,6 +173,7 @@ pub use crate::stats::{ReporterStats, StatsHandle};
 
 use crate::config::Settings;
 use crate::encode::{span_count, Encoder};
+use crate::wire::{Bodies, WireEncoder};
 
 /// Reports spans to an OTLP endpoint; see the [crate docs](crate).
 ///
@@ -157,12 +182,19 @@ use crate::encode::{span_count, Encoder};
 /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
 /// ```
 pub struct OtlpReporter {
+    /// opentelemetry-proto's messages: for OTLP/JSON, gRPC and [`OtlpReporter::encode`].
     encoder: Encoder,
+    /// Protobuf written by hand: OTLP/HTTP's default path.
+    wire: WireEncoder,
+    /// The buffer of [`OtlpReporter::encode_each`].
+    scratch: Vec<u8>,
     transport: Transport,
     url: String,
     protocol: Protocol,
     timeout: Duration,
-    delivery: Delivery,
+    /// Shared with the sender thread of HTTP.
+    delivery: Arc<Mutex<Delivery>>,
+    counters: Arc<Counters>,
 }
 
 impl fmt::Debug for OtlpReporter {
@@ -210,13 +242,18 @@ impl OtlpReporter {
         for (_, value) in &settings.headers {
             delivery.hide(&String::from_utf8_lossy(value.as_bytes()));
         }
+        let encoder = settings.encoder;
+        let wire = WireEncoder::new(&encoder.resource, &encoder.scope, encoder.max_spans, encoder.max_bytes);
         Ok(OtlpReporter {
-            encoder: settings.encoder,
+            encoder,
+            wire,
+            scratch: Vec::new(),
             transport,
             url: settings.url,
             protocol: settings.protocol,
             timeout: settings.timeout,
-            delivery,
+            counters: delivery.counters().clone(),
+            delivery: Arc::new(Mutex::new(delivery)),
         })
     }
 
@@ -252,12 +289,12 @@ impl OtlpReporter {
     /// assert_eq!(stats.get().spans_failed, 0);
     /// ```
     pub fn stats(&self) -> StatsHandle {
-        StatsHandle(self.delivery.counters().clone())
+        StatsHandle(self.counters.clone())
     }
 
     /// The protobuf `ExportTraceServiceRequest`s this reporter would send
-    /// for `spans`, uncompressed, one per request: for inspection, tests
-    /// and benchmarks. Sends nothing.
+    /// for `spans` over HTTP/protobuf, uncompressed, one per request: for
+    /// inspection and tests. Sends nothing.
     ///
     /// ```
     /// use minitrace::collector::SpanRecord;
@@ -267,29 +304,133 @@ impl OtlpReporter {
     /// assert_eq!(reporter.encode(&spans).len(), 3);
     /// ```
     pub fn encode(&self, spans: &[SpanRecord]) -> Vec<Vec<u8>> {
-        self.encoder.requests(spans).iter().map(Message::encode_to_vec).collect()
+        let mut requests: Vec<(Vec<u8>, usize)> = Vec::new();
+        self.wire.clone().encode(spans, &mut requests);
+        requests.into_iter().map(|(body, _)| body).collect()
+    }
+
+    /// Encodes `spans` as [`encode`](OtlpReporter::encode) does, but into
+    /// one buffer that the reporter keeps and reuses: each request's bytes
+    /// are handed to `each` with the number of spans in it, then the buffer
+    /// is reused for the next. Sends nothing: for measuring the encoding
+    /// alone, which allocates nothing once the buffer and the encoder's
+    /// scratch space have grown to a report's size.
+    ///
+    /// ```
+    /// use minitrace::collector::SpanRecord;
+    ///
+    /// let mut reporter = minitrace_otlp::OtlpReporter::builder().build().unwrap();
+    /// let mut total = 0;
+    /// reporter.encode_each(&vec![SpanRecord::default(); 3], |body, spans| {
+    ///     assert!(!body.is_empty());
+    ///     total += spans;
+    /// });
+    /// assert_eq!(total, 3);
+    /// ```
+    pub fn encode_each(&mut self, spans: &[SpanRecord], each: impl FnMut(&[u8], usize)) {
+        struct Reuse<'a, F> {
+            buffer: &'a mut Vec<u8>,
+            each: F,
+        }
+        impl<F: FnMut(&[u8], usize)> Bodies for Reuse<'_, F> {
+            fn empty(&mut self) -> Vec<u8> {
+                std::mem::take(self.buffer)
+            }
+            fn full(&mut self, body: Vec<u8>, spans: usize) {
+                (self.each)(&body, spans);
+                *self.buffer = body;
+            }
+        }
+        self.wire.encode(spans, &mut Reuse { buffer: &mut self.scratch, each });
     }
 }
 
+/// Hands each encoded body to the sender thread, gzip-compressed if asked.
+struct ToPipeline<'a> {
+    pipeline: &'a mut Pipeline,
+    report: &'a Report,
+    gzip: Option<&'a mut http::Gzip>,
+}
+
+impl Bodies for ToPipeline<'_> {
+    fn empty(&mut self) -> Vec<u8> {
+        self.pipeline.buffer()
+    }
+
+    fn full(&mut self, body: Vec<u8>, spans: usize) {
+        let body = match &mut self.gzip {
+            None => body,
+            Some(gzip) => {
+                let mut compressed = self.pipeline.buffer();
+                gzip.compress(&body, &mut compressed);
+                self.pipeline.put_back(body);
+                compressed
+            }
+        };
+        self.pipeline.send(self.report, body, spans as u64);
+    }
+}
+
+fn lock(delivery: &Mutex<Delivery>) -> std::sync::MutexGuard<'_, Delivery> {
+    delivery.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 impl Reporter for OtlpReporter {
+    /// Waits until every span reported so far has been delivered or
+    /// failed, and so counted in [`stats`](OtlpReporter::stats): `report`
+    /// returns as soon as its requests are queued for the sender thread.
+    /// `minitrace::flush()` calls it.
+    ///
+    /// ```
+    /// use minitrace::collector::Reporter;
+    ///
+    /// let mut reporter = minitrace_otlp::OtlpReporter::builder().endpoint("http://127.0.0.1:1").build().unwrap();
+    /// reporter.report(&[minitrace::collector::SpanRecord::default()]);
+    /// reporter.wait_for_delivery();
+    /// assert_eq!(reporter.stats().get().spans_failed, 1); // nothing listens on port 1
+    /// ```
+    fn wait_for_delivery(&mut self) {
+        // Irrefutable without the `grpc` feature.
+        #[allow(irrefutable_let_patterns)]
+        if let Transport::Http(http) = &mut self.transport {
+            if let Some(pipeline) = &mut http.pipeline {
+                pipeline.wait();
+            }
+        }
+    }
+
     fn report(&mut self, spans: &[SpanRecord]) {
         if spans.is_empty() {
             return;
         }
-        let mut report = Report::new(self.timeout);
-        for request in self.encoder.requests(spans) {
-            let count = span_count(&request);
-            match &mut self.transport {
-                Transport::Http(http) => {
-                    let body = http.body(&request);
-                    let client = &http.client;
-                    self.delivery
-                        .deliver(&mut report, count, body.len() as u64, |left| client.post(&body, left));
+        let report = Report::new(self.timeout);
+        match &mut self.transport {
+            Transport::Http(http) => {
+                http.start_pipeline(&self.delivery);
+                let http::HttpExporter { pipeline, gzip, json, .. } = &mut **http;
+                let Some(pipeline) = pipeline.as_mut() else {
+                    lock(&self.delivery).lost(spans.len() as u64, "no sender thread could be started");
+                    return;
+                };
+                let mut sink = ToPipeline { pipeline, report: &report, gzip: gzip.as_mut() };
+                if *json {
+                    for request in self.encoder.requests(spans) {
+                        sink.full(http::encode_request(*json, &request), span_count(&request) as usize);
+                    }
+                } else {
+                    self.wire.encode(spans, &mut sink);
                 }
-                #[cfg(feature = "grpc")]
-                Transport::Grpc(grpc) => {
-                    let bytes = request.encoded_len() as u64;
-                    self.delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
+                // Not waited for: delivered by the sender thread while
+                // minitrace's collector thread goes on.
+            }
+            #[cfg(feature = "grpc")]
+            Transport::Grpc(grpc) => {
+                let mut report = report;
+                let mut delivery = lock(&self.delivery);
+                for request in self.encoder.requests(spans) {
+                    let count = span_count(&request);
+                    let bytes = prost::Message::encoded_len(&request) as u64;
+                    delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
                 }
             }
         }

@@ -71,4 +71,21 @@ impl StatsHandle {
             last_error: self.0.last_error(),
         }
     }
+
+    /// Waits until every span the reporter was handed so far has been
+    /// delivered or failed, and so counted, for at most `timeout`; says
+    /// whether it has. Delivery runs on a sender thread of the reporter's
+    /// own; `minitrace::flush()` waits for it too, this waits from any
+    /// thread, e.g. to read final counts while spans keep coming.
+    ///
+    /// ```
+    /// let reporter = minitrace_otlp::OtlpReporter::builder().build().unwrap();
+    /// let stats = reporter.stats();
+    /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
+    /// minitrace::flush();
+    /// assert!(stats.wait_for_delivery(std::time::Duration::from_secs(10)));
+    /// ```
+    pub fn wait_for_delivery(&self, timeout: std::time::Duration) -> bool {
+        self.0.wait_settled(timeout)
+    }
 }

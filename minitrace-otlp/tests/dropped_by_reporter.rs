@@ -33,13 +33,18 @@ fn every_lost_span_is_counted_once_in_minitrace() {
     let mut reporter = OtlpReporter::builder().env(|_| None).endpoint(server.url()).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(3)); // 400: failed
+    reporter.wait_for_delivery();
     reporter.report(&records(4)); // a redirect: failed
+    reporter.wait_for_delivery();
     reporter.report(&records(5)); // 503, then accepted on the retry
+    reporter.wait_for_delivery();
     reporter.report(&records(6)); // 2 of 6 rejected
+    reporter.wait_for_delivery();
     let mut absent =
         OtlpReporter::builder().env(|_| None).endpoint(format!("http://{}", closed_port())).build().unwrap();
     let absent_handle = absent.stats();
     absent.report(&records(7)); // refused: failed
+    absent.wait_for_delivery();
 
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_rejected, got.spans_failed), (9, 2, 7), "{got:?}");

@@ -41,7 +41,9 @@ fn an_endpoint_that_is_down_is_counted_as_failed() {
     let mut reporter = builder(&format!("http://{}", closed_port())).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(7));
+    reporter.wait_for_delivery();
     reporter.report(&records(3));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent), (10, 0), "{got:?}");
     // A refused connection is not retried within a report.
@@ -57,6 +59,7 @@ fn a_refused_connection_ends_the_reports_tries() {
         builder(&format!("http://{}", closed_port())).max_spans_per_request(4).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(12));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent, got.requests, got.retries), (12, 0, 1, 0), "{got:?}");
 }
@@ -69,6 +72,7 @@ fn a_server_slower_than_the_timeout_does_not_hold_the_report() {
     let handle = reporter.stats();
     let start = Instant::now();
     reporter.report(&records(5));
+    reporter.wait_for_delivery();
     let took = start.elapsed();
     // A sanity bound, not a timing figure: nowhere near the server's minute.
     assert!(took < timeout * 10, "{took:?}");
@@ -84,6 +88,7 @@ fn a_503_with_retry_after_is_retried_after_it_and_delivered() {
     let mut reporter = builder(&server.url()).timeout(Duration::from_secs(20)).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(4));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed), (4, 0), "{got:?}");
     assert_eq!((got.requests, got.retries), (2, 1), "{got:?}");
@@ -103,6 +108,7 @@ fn a_retry_after_beyond_the_timeout_is_not_waited_for() {
     let handle = reporter.stats();
     let start = Instant::now();
     reporter.report(&records(2));
+    reporter.wait_for_delivery();
     assert!(start.elapsed() < timeout * 10, "{:?}", start.elapsed());
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent, got.requests, got.retries), (2, 0, 1, 0), "{got:?}");
@@ -118,6 +124,7 @@ fn retryable_statuses_back_off_and_retry() {
     let mut reporter = builder(&server.url()).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(3));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed, got.requests, got.retries), (3, 0, 5, 4), "{got:?}");
     let received = server.received();
@@ -132,6 +139,7 @@ fn other_statuses_are_not_retried() {
         let mut reporter = builder(&server.url()).build().unwrap();
         let handle = reporter.stats();
         reporter.report(&records(6));
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!(
             (got.spans_failed, got.spans_sent, got.requests, got.retries),
@@ -156,6 +164,7 @@ fn a_partial_success_counts_the_rejected_spans() {
     let mut reporter = builder(&server.url()).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(10));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_rejected, got.spans_failed), (7, 3, 0), "{got:?}");
     // Not retried: the endpoint has the request.
@@ -183,6 +192,7 @@ fn requests_are_protobuf_posts_with_headers_and_gzip() {
         .build()
         .unwrap();
     reporter.report(&records(5));
+    reporter.wait_for_delivery();
     let received = server.received();
     assert_eq!(received.len(), 1);
     let request = &received[0];
@@ -199,6 +209,7 @@ fn a_large_report_goes_in_several_requests() {
     let server = Server::start(Vec::new());
     let mut reporter = builder(&server.url()).max_spans_per_request(1000).build().unwrap();
     reporter.report(&records(4500));
+    reporter.wait_for_delivery();
     let counts: Vec<usize> = server.received().iter().map(|r| spans_in(&r.body)).collect();
     assert_eq!(counts, [1000, 1000, 1000, 1000, 500]);
     assert_eq!(reporter.stats().get().spans_sent, 4500);
@@ -216,6 +227,7 @@ fn json_bodies_follow_otlp_json() {
         vec![("span.kind".into(), "server".into()), ("http.route".into(), "/cart".into())];
     records[0].begin_time_unix_ns = 1_700_000_000_000_000_000;
     reporter.report(&records);
+    reporter.wait_for_delivery();
     let received = server.received();
     assert_eq!(received[0].header("content-type"), Some("application/json"));
     let json: serde_json::Value = serde_json::from_slice(&received[0].body).unwrap();

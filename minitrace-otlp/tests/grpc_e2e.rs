@@ -17,6 +17,7 @@ fn thousand_traces_and_a_large_one_over_otlp_grpc_all_arrive() {
     };
     let trace_id = common::big_trace();
     minitrace::flush();
+    assert!(stats.wait_for_delivery(std::time::Duration::from_secs(60)));
     let sent = stats.get();
     assert_eq!(sent.spans_sent, (traces.len() * common::SPANS_PER_REQUEST + common::BIG_TRACE_SPANS) as u64);
     assert_eq!(sent.spans_failed, 0, "{sent:?}");

@@ -31,6 +31,7 @@ fn an_endpoint_that_is_down_is_counted_as_failed() {
     let mut reporter = reporter(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5));
     let handle = reporter.stats();
     reporter.report(&records(4));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_failed, got.spans_sent), (4, 0), "{got:?}");
     // A refused connection is not retried within a report.
@@ -47,6 +48,7 @@ fn a_server_that_never_answers_does_not_hold_the_report() {
     let handle = reporter.stats();
     let start = Instant::now();
     reporter.report(&records(3));
+    reporter.wait_for_delivery();
     // A sanity bound, not a timing figure.
     assert!(start.elapsed() < timeout * 10, "{:?}", start.elapsed());
     assert_eq!(handle.get().spans_failed, 3, "{:?}", handle.get());

@@ -23,6 +23,7 @@ fn a_20_000_span_trace_arrives_whole_over_otlp_http() {
 
     let trace_id = common::big_trace();
     minitrace::flush();
+    assert!(stats.wait_for_delivery(std::time::Duration::from_secs(60)));
     let sent = stats.get();
     println!("sent: {sent:?}");
     assert_eq!(sent.spans_sent, common::BIG_TRACE_SPANS as u64, "{sent:?}");

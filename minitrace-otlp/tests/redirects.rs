@@ -23,6 +23,7 @@ fn redirects_are_not_followed_and_count_as_failed() {
             .map(|i| SpanRecord { trace_id: TraceId(8), span_id: SpanId(i), ..SpanRecord::default() })
             .collect();
         reporter.report(&spans);
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!(
             (got.spans_failed, got.spans_sent, got.spans_rejected, got.requests, got.retries),

@@ -87,7 +87,10 @@ fn header_values_never_show() {
         .unwrap();
     let handle = reporter.stats();
     let span = SpanRecord { trace_id: TraceId(5), span_id: SpanId(1), ..SpanRecord::default() };
-    let ((), lines) = capture_log(|| reporter.report(&[span]));
+    let ((), lines) = capture_log(|| {
+        reporter.report(&[span]);
+        reporter.wait_for_delivery();
+    });
     let request = &server.received()[0];
     assert_eq!(request.header("x-api-key"), Some("SECRET"));
     assert_eq!(request.header("authorization"), Some("Bearer SECRET-TOKEN"));

@@ -49,6 +49,7 @@ fn https_to_an_endpoint_whose_ca_is_trusted_delivers() {
     let mut reporter = builder(&server.url(), Some(ca.pem())).build().unwrap();
     let handle = reporter.stats();
     reporter.report(&records(6));
+    reporter.wait_for_delivery();
     let got = handle.get();
     assert_eq!((got.spans_sent, got.spans_failed, got.requests), (6, 0, 1), "{got:?}");
     let received = server.received();
@@ -71,6 +72,7 @@ fn https_with_an_untrusted_or_misnamed_certificate_is_refused_and_counted() {
         let mut reporter = builder(&server.url(), trusted).build().unwrap();
         let handle = reporter.stats();
         reporter.report(&records(3));
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!(
             (got.spans_failed, got.spans_sent, got.requests, got.retries),
@@ -111,6 +113,7 @@ mod grpc {
             .unwrap();
         let handle = reporter.stats();
         reporter.report(&records(5));
+        reporter.wait_for_delivery();
         let got = handle.get();
         assert_eq!((got.spans_sent, got.spans_failed, got.requests), (5, 0, 1), "{got:?}");
         assert_eq!(server.spans(), 5);
@@ -128,6 +131,7 @@ mod grpc {
             let mut reporter = builder(&server.url(), trusted).protocol(Protocol::Grpc).build().unwrap();
             let handle = reporter.stats();
             reporter.report(&records(3));
+            reporter.wait_for_delivery();
             let got = handle.get();
             // Refused once, not retried until the timeout.
             assert_eq!(

@@ -366,6 +366,7 @@ pub fn deliver(
     minitrace::set_reporter(reporter, minitrace::collector::Config::default().wait_when_queue_full(true));
     let traces: Vec<ExpectedTrace> = (0..count).map(traced_request).collect();
     minitrace::flush();
+    // flush() returned: every request is answered, the counts are final.
     let sent = stats.get();
     println!("{test}: {sent:?}");
     assert_delivered(sent, &traces, &service);
