@@ -18,7 +18,7 @@
 //! For each request, [`ServerLayer`]:
 //!
 //! 1. reads its `traceparent`, `tracestate` and breadcrumb with
-//!    [`breadcrumbs::extract`](minitrace_remote::breadcrumbs::extract). A
+//!    [`breadcrumbs::extract`]. A
 //!    malformed `traceparent` or `tracestate` is ignored, never an error
 //!    nor a panic: the request starts a trace of its own
 //!    ([`SpanContext::random`](minitrace::collector::SpanContext::random)),
@@ -47,7 +47,7 @@
 //!    (a trailers-only response, as tonic sends an error) or in the
 //!    trailers at the end of the body. A service that fails (`Err`) marks
 //!    it too. The response names this process's listener
-//!    ([`breadcrumbs::mark_response`](minitrace_remote::breadcrumbs::mark_response));
+//!    ([`breadcrumbs::mark_response`]);
 //! 5. **keeps the root open until the response body has been sent**: the
 //!    body is wrapped in a [`TracedBody`], which ends the root when its
 //!    last frame has been polled, or when it is dropped (the connection
@@ -69,7 +69,7 @@
 //!    named `GET /path` (or `pkg.Service/Method`), with the peer's
 //!    `server.address` and `server.port` from the URI;
 //! 2. injects `traceparent` (the call's span) and `tracestate` with
-//!    [`breadcrumbs::inject`](minitrace_remote::breadcrumbs::inject): this
+//!    [`breadcrumbs::inject`]: this
 //!    process's breadcrumb first, then the entries of the `tracestate` the
 //!    request being served arrived with. Under an unsampled caller, the
 //!    caller's `traceparent` goes on with flags `00`, so that the services
@@ -77,7 +77,7 @@
 //! 3. records the response's status (a 4xx or 5xx is an error for a
 //!    client; so is a non-OK `grpc-status`, in the headers or the
 //!    trailers), the callee's listener from its answer
-//!    ([`breadcrumbs::read_response`](minitrace_remote::breadcrumbs::read_response))
+//!    ([`breadcrumbs::read_response`])
 //!    as [`TO_KEY`](minitrace_remote::breadcrumbs::TO_KEY), or a failure
 //!    (an `Err`: error status, `error.type` the error's type);
 //! 4. keeps the span open until the response body has been read (a
@@ -126,6 +126,9 @@ pub use server::{ServerFuture, ServerLayer, TraceServer};
 
 #[doc(no_inline)]
 pub use minitrace::Span;
+/// The breadcrumbs the layers carry, re-exported (from `minitrace-remote`).
+#[doc(no_inline)]
+pub use minitrace_remote::breadcrumbs;
 
 /// A method's name, borrowed for the standard ones.
 pub(crate) fn method_name(method: &Method) -> Cow<'static, str> {
