@@ -1,8 +1,10 @@
-//! An HTTP service (axum on tokio) whose every request is one trace: the
-//! framework's span (tower-http's `TraceLayer`, a `tracing` span bridged
-//! by `minitrace-tracing`), the handlers' `#[trace]` spans, and the spans
-//! of a database driver instrumented with `tracing`; its log lines carry
-//! their trace and span ids (`minitrace-log`).
+//! An HTTP service (axum on tokio) whose every request is one trace: its
+//! root from `minitrace-tower`'s `ServerLayer` (continuing the caller's
+//! `traceparent`, named after the route, open until the response body is
+//! sent), the framework's span (tower-http's `TraceLayer`, a `tracing`
+//! span bridged by `minitrace-tracing`), the handlers' `#[trace]` spans,
+//! and the spans of a database driver instrumented with `tracing`; its log
+//! lines carry their trace and span ids (`minitrace-log`).
 //!
 //! It serves on 127.0.0.1 at a free port, sends itself a few requests,
 //! prints each one's trace id, reports to a Jaeger agent on
@@ -13,25 +15,21 @@
 //! cargo run --release --example axum_service
 //! ```
 
-use std::future::{poll_fn, Future};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::pin::{pin, Pin};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Path, Request};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use http_body::{Frame, SizeHint};
 use log::{LevelFilter, Log, Metadata, Record};
-use minitrace::collector::{Config, SpanContext, SpanId, SpanKind, TraceId};
+use minitrace::collector::{Config, SpanContext, SpanId, TraceId};
 use minitrace::prelude::*;
 use minitrace_jaeger::JaegerReporter;
+use minitrace_tower::ServerLayer;
 use minitrace_tracing::MinitraceLayer;
 use tower_http::trace::TraceLayer;
 use tracing_subscriber::filter::Targets;
@@ -92,59 +90,15 @@ fn render(name: &str, orders: usize) -> String {
     format!("{name}: {orders} orders\n")
 }
 
-/// The outermost middleware: a root span per request, continuing the
-/// caller's W3C `traceparent` if it sent one, open until the response
-/// body is sent. The response tells the trace id, so that a caller can
-/// find the trace.
-async fn trace_request(request: Request, next: Next) -> Response {
-    let parent = request
-        .headers()
-        .get("traceparent")
-        .and_then(|value| value.to_str().ok())
-        .and_then(SpanContext::decode_w3c_traceparent)
-        .unwrap_or_else(SpanContext::random);
-    let name = format!("{} {}", request.method(), request.uri().path());
-    let root = Span::root(name, parent).with_kind(SpanKind::Server);
-    let mut handling = pin!(next.run(request));
-    // The local parent whenever the request is polled, so that everything
-    // below, tower-http's span included, starts inside the root.
-    let mut response = poll_fn(|cx| {
-        let _guard = root.set_local_parent();
-        handling.as_mut().poll(cx)
-    })
-    .await;
-    if let Ok(trace_id) = HeaderValue::from_str(&parent.trace_id.to_string()) {
+/// Tells the caller its request's trace id (the root's, the local parent
+/// while the request is handled), so that it can find the trace.
+async fn trace_id_header(request: Request, next: Next) -> Response {
+    let trace_id = SpanContext::current_local_parent().map(|context| context.trace_id);
+    let mut response = next.run(request).await;
+    if let Some(trace_id) = trace_id.and_then(|id| HeaderValue::from_str(&id.to_string()).ok()) {
         response.headers_mut().insert("x-trace-id", trace_id);
     }
-    response.map(|body| Body::new(RootUntilSent { body, _root: root }))
-}
-
-/// A response body that keeps its request's root open until it is sent,
-/// as tower-http keeps its request span.
-struct RootUntilSent {
-    // Dropped first: tower-http's span, inside it, ends before the root.
-    body: Body,
-    _root: Span,
-}
-
-impl HttpBody for RootUntilSent {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
+    response
 }
 
 /// The application's own logger; `minitrace_log::Logger` wraps it.
@@ -203,7 +157,11 @@ async fn main() {
         .route("/users/{id}", get(get_user))
         .route("/users/{id}/orders", get(get_orders))
         .layer(TraceLayer::new_for_http())
-        .layer(middleware::from_fn(trace_request));
+        .layer(middleware::from_fn(trace_id_header))
+        // Outermost: a root per request, named `GET /users/{id}` (inside
+        // the router, it sees the route), under which everything below
+        // starts, tower-http's span included.
+        .layer(ServerLayer::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
     let server = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -47,6 +47,8 @@ cargo test -p minitrace-otlp --release --all-features
 cargo test -p minitrace-jaeger --release --features tls
 # The delivery layer both reporters share, with its TLS tests.
 cargo test -p minitrace-delivery --release --all-features
+cargo test -p minitrace-tower -p minitrace-reqwest --release --all-features
+cargo test -p minitrace --release --features futures --test streams
 
 # minstant's `fallback-coarse` feature, which no crate of the workspace
 # enables, so the run above never builds it: its tests again with the

@@ -394,8 +394,11 @@ fn axum_service() {
     }
     // One tree: the root, tower-http's span, the handler, the driver's spans.
     let trace = JaegerTrace::fetch(user.0, 6);
-    assert_eq!(trace.span("GET /users/7").parent, "<remote>", "the caller's span is the root's parent");
-    assert_eq!(trace.span("request").parent, "GET /users/7");
+    // The root: minitrace-tower's, named after the route.
+    assert_eq!(trace.span("GET /users/{id}").parent, "<remote>", "the caller's span is the root's parent");
+    assert!(trace.has_tag("GET /users/{id}", "url.path", "/users/7"), "{:?}", trace.0);
+    assert!(trace.has_tag("GET /users/{id}", "http.response.status_code", "200"), "{:?}", trace.0);
+    assert_eq!(trace.span("request").parent, "GET /users/{id}");
     assert!(trace.has_tag("request", "tracing.target", "tower_http::trace::make_span"), "{:?}", trace.0);
     assert!(trace.has_tag("request", "uri", "/users/7"), "{:?}", trace.0);
     assert!(trace.span("request").logs.contains(&"finished processing request".to_string()));
