@@ -3,9 +3,9 @@
 //!
 //! A dump is a sequence of [`Request`]s, each with its spans. [`Writer`]
 //! streams them into any [`std::io::Write`], [`Reader`] streams them back
-//! from any [`std::io::Read`], and [`summary`] reduces a population to its
-//! latency percentiles and slowest requests. The byte layout, and what it
-//! keeps and drops, is in the crate's `FORMAT.md`.
+//! from any [`std::io::Read`]. The byte layout, and what it keeps and
+//! drops, is in the crate's `FORMAT.md`; `minitrace-view` draws and
+//! summarises dumps.
 //!
 //! ```
 //! use minitrace_flight::{Reader, Request, SpanEntry, Writer};
@@ -31,8 +31,7 @@
 //! let file = written.into_inner();
 //! let read: Vec<Request> = Reader::new(&file[..])?.collect::<Result<_, _>>()?;
 //! assert_eq!(read, vec![request]);
-//!
-//! println!("{}", minitrace_flight::summary(&read));
+
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -43,7 +42,6 @@ mod codec;
 mod error;
 mod reader;
 mod recorded;
-mod summary;
 mod writer;
 
 pub mod synthetic;
@@ -51,7 +49,6 @@ pub mod synthetic;
 pub use error::FormatError;
 pub use reader::{Block, Reader};
 pub use recorded::{dump_recorder, dump_window, DumpOnExit};
-pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 pub use writer::{write_file_atomically, Writer, Written};
 
 /// The magic bytes a dump starts with.

@@ -1,5 +1,6 @@
 //! Views of a minitrace flight dump: a self-contained HTML page of the whole
-//! population, a Chrome trace-event export for Perfetto, and a summary.
+//! population, a Chrome trace-event export for Perfetto, and a summary of
+//! its latency.
 //!
 //! ```
 //! use minitrace_flight::{synthetic, Reader, Writer};
@@ -35,13 +36,15 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 
-use minitrace_flight::{FormatError, Reader, Summary, SummaryBuilder};
+use minitrace_flight::{FormatError, Reader};
 
 mod page;
 mod perfetto;
+mod summary;
 
 pub use page::{render_page, PageStats};
 pub use perfetto::{export_perfetto, Exported, PerfettoOptions};
+pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 
 /// Why a view could not be made.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use std::io::{self, Read, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::write::EncoderWriter;
-use minitrace_flight::{Reader, Request, SummaryBuilder};
+use minitrace_flight::{Reader, Request};
 
-use crate::{json_string, ViewError};
+use crate::{json_string, SummaryBuilder, ViewError};
 
 const TEMPLATE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("page.js");

@@ -127,7 +127,7 @@ fn write_request(
         request.trace_id,
         request.thread,
     )?;
-    write_json_string(out, &minitrace_flight::format_duration(request.duration_ns))?;
+    write_json_string(out, &crate::format_duration(request.duration_ns))?;
     for (key, value) in &request.properties {
         out.write_all(b",")?;
         write_json_string(out, key)?;

@@ -48,7 +48,7 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     let slowest: Vec<String> = summary.slowest.iter().map(|slow| format!("{:032x}", slow.trace_id)).collect();
     assert!(slowest.iter().any(|id| id == selected), "selected {selected}, slowest {slowest:?}");
     let slow = &summary.slowest[slowest.iter().position(|id| id == selected).unwrap()];
-    assert_eq!(results["selectedDuration"], minitrace_flight::format_duration(slow.duration_ns));
+    assert_eq!(results["selectedDuration"], minitrace_view::format_duration(slow.duration_ns));
     assert_eq!(results["bars"], 11, "the root and its 10 spans");
     assert_eq!(results["visibleBars"], 11);
     assert_eq!(results["zoomedIn"], true);

@@ -10,7 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use minitrace_flight::{synthetic, Summary, SummaryBuilder, Writer};
+use minitrace_flight::{synthetic, Writer};
+use minitrace_view::{Summary, SummaryBuilder};
 
 /// A fresh directory for one test's files, under cargo's target/tmp.
 pub fn scratch(name: &str) -> PathBuf {

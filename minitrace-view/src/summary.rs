@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 
-use crate::Request;
+use minitrace_flight::Request;
 
 /// How many slowest requests a summary keeps unless told otherwise.
 const DEFAULT_SLOWEST: usize = 5;
@@ -128,7 +128,8 @@ impl SummaryBuilder {
 /// Summarises a population of requests (keeping the 5 slowest).
 ///
 /// ```
-/// use minitrace_flight::{summary, Request};
+/// use minitrace_flight::Request;
+/// use minitrace_view::summary;
 ///
 /// let requests: Vec<Request> =
 ///     (1..=100).map(|i| Request { trace_id: i, duration_ns: i as u64 * 1_000, ..Request::default() }).collect();
