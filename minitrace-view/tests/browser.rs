@@ -45,7 +45,7 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     // The topmost point is one of the slow outliers: the click selects it,
     // decoded from its block in the browser, with the trace id the dump holds.
     let selected = results["selectedTrace"].as_str().unwrap();
-    let slowest: Vec<String> = summary.slowest.iter().map(|slow| format!("{:032x}", slow.trace_id)).collect();
+    let slowest: Vec<String> = summary.slowest.iter().map(|slow| slow.trace_id.to_string()).collect();
     assert!(slowest.iter().any(|id| id == selected), "selected {selected}, slowest {slowest:?}");
     let slow = &summary.slowest[slowest.iter().position(|id| id == selected).unwrap()];
     assert_eq!(results["selectedDuration"], minitrace_view::format_duration(slow.duration_ns));

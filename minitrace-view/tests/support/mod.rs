@@ -21,14 +21,15 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Writes `count` synthetic requests (10 spans each) to `path`; returns the
-/// population's summary. Streamed: a million requests never sit in memory.
+/// Writes `count` synthetic requests (a root and 10 spans each) to `path`;
+/// returns the population's summary. Streamed: a million traces never sit
+/// in memory.
 pub fn synthetic_dump(path: &Path, count: usize) -> Summary {
     let mut writer = Writer::new(BufWriter::new(File::create(path).unwrap()));
     let mut summary = SummaryBuilder::new(10);
-    for request in synthetic::requests(count, 42) {
-        writer.write(&request).unwrap();
-        summary.add(&request);
+    for trace in synthetic::traces(count, 42) {
+        writer.write(&trace).unwrap();
+        summary.add(&trace);
     }
     writer.finish().unwrap();
     summary.finish()
