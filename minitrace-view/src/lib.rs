@@ -5,7 +5,8 @@
 //! A dump holds the flight recorder's own records, a
 //! [`RecordedTrace`] per request; each view
 //! reads them as they are: a request is its trace's root (its name,
-//! properties and duration).
+//! properties and duration), and the page shows each span's properties and
+//! events on a click.
 //!
 //! ```
 //! use minitrace_flight::{synthetic, Reader, Writer};

@@ -397,8 +397,9 @@
   }
 
   // The trace as a timeline: a row per span, each under its parent, in
-  // start order. A trace of more spans than a panel can show draws its
-  // first MAX_ROWS rows.
+  // start order; ticks mark events. Hover a bar for its properties and
+  // events, click it for them in the panel below. A trace of more spans than
+  // a panel can show draws its first MAX_ROWS rows.
   const MAX_ROWS = 2000;
   function drawTimeline(request) {
     const spans = request.spans;
@@ -434,11 +435,19 @@
       const line = document.createElement('div');
       line.className = 'span-row';
       const bar = document.createElement('div');
-      bar.className = k === request.root ? 'bar root' : 'bar';
+      bar.className = 'bar' + (k === request.root ? ' root' : '') + (span.events.length ? ' has-events' : '') +
+        (span.properties.length ? ' has-properties' : '');
+      bar.dataset.span = String(k);
       bar.style.left = `${pct(from)}%`;
       bar.style.width = `${pct(from + duration) - pct(from)}%`;
       bar.style.opacity = String(1 - Math.min(depth, 4) * 0.15);
-      bar.title = `${span.name}: ${fmtDur(duration)} from +${fmtDur(from)}`;
+      bar.title = spanSummary(request, k);
+      for (const event of span.events) {
+        const tick = document.createElement('i');
+        tick.className = 'event';
+        tick.style.left = `${Math.max(0, Math.min(100, Number(event.timestampNs - span.beginNs) / Math.max(1, duration) * 100))}%`;
+        bar.append(tick);
+      }
       const label = document.createElement('span');
       label.className = 'span-label';
       label.textContent = `${span.name} ${fmtDur(duration)}`;
@@ -448,6 +457,7 @@
       else if (pct(from) > 40) label.style.right = `calc(${100 - pct(from)}% + 4px)`;
       else { label.style.left = `calc(${pct(from)}% + 4px)`; label.classList.add('inside'); }
       line.append(bar, label);
+      line.addEventListener('click', () => showSpan(request, k));
       timeline.append(line);
     }
     if (rows.length > MAX_ROWS) {
@@ -456,6 +466,54 @@
       more.textContent = `… and ${(rows.length - MAX_ROWS).toLocaleString('en')} more spans, not drawn`;
       timeline.append(more);
     }
+    $('span-detail').hidden = true;
+  }
+
+  // One line per property and event of span k: the bar's tooltip.
+  function spanSummary(request, k) {
+    const span = request.spans[k];
+    const lines = [`${span.name}: ${fmtDur(Number(span.durationNs))} from +${fmtDur(Number(span.beginNs - request.beginNs))}`];
+    for (const [key, value] of span.properties) lines.push(`${key} = ${value}`);
+    for (const event of span.events) {
+      const props = fmtProperties(event.properties);
+      lines.push(`• ${event.name} at +${fmtDur(Number(event.timestampNs - span.beginNs))}${props ? ` (${props})` : ''}`);
+    }
+    return lines.join('\n');
+  }
+
+  // Span k's ids, times, properties and events, in the panel.
+  function showSpan(request, k) {
+    const span = request.spans[k];
+    const detail = $('span-detail');
+    detail.textContent = '';
+    const title = document.createElement('h3');
+    title.textContent = span.name;
+    const list = document.createElement('dl');
+    const row = (term, value) => {
+      const dt = document.createElement('dt');
+      dt.textContent = term;
+      const dd = document.createElement('dd');
+      dd.textContent = value;
+      list.append(dt, dd);
+    };
+    row('span id', span.spanId);
+    row('parent id', span.parentId + (span.parent >= 0 ? ` (${request.spans[span.parent].name})` : ''));
+    if (span.traceId !== request.traceId) row('trace id', span.traceId);
+    row('began', `+${fmtDur(Number(span.beginNs - request.beginNs))}`);
+    row('duration', fmtDur(Number(span.durationNs)));
+    for (const [key, value] of span.properties) row(key, value);
+    const events = document.createElement('ol');
+    events.className = 'events';
+    for (const event of span.events) {
+      const item = document.createElement('li');
+      const props = fmtProperties(event.properties);
+      item.textContent = `+${fmtDur(Number(event.timestampNs - span.beginNs))} ${event.name}${props ? `: ${props}` : ''}`;
+      events.append(item);
+    }
+    detail.append(title, list);
+    if (span.events.length) detail.append(events);
+    detail.hidden = false;
+    api.detail = { trace: request, span: k };
   }
 
   $('slowest').innerHTML = meta.slowest.map((r) =>

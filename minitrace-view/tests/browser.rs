@@ -51,6 +51,19 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     assert_eq!(results["selectedDuration"], minitrace_view::format_duration(slow.duration_ns));
     assert_eq!(results["bars"], 11, "the root and its 10 spans");
     assert_eq!(results["visibleBars"], 11);
+    // The slowest are the blocked requests: the root's property in the
+    // panel, and the blocked stage's property and event, which the synthetic
+    // population gives only them, in the span's detail on a click.
+    let properties = results["selectedProperties"].as_str().unwrap();
+    assert!(properties.starts_with("shard=") && properties.len() <= "shard=15".len(), "{properties}");
+    let detail = results["spanDetail"].as_str().unwrap();
+    let stage = if slow.name == "kv::get" { "store::get" } else { "store::put" };
+    assert!(detail.starts_with(stage), "{detail}");
+    for text in ["span id", "parent id", "lockstore", "lock acquired: waited_ns="] {
+        assert!(detail.contains(text), "{text:?} in {detail:?}");
+    }
+    assert!(results["spanTooltip"].as_str().unwrap().contains("• lock acquired at +"), "{results}");
+    assert_eq!(results["eventTicks"], 1);
     assert_eq!(results["zoomedIn"], true);
 }
 

@@ -137,4 +137,5 @@ fn the_dump_around_a_slow_get_holds_the_keys_that_blocked_it() {
     assert!(results["scatterPixels"].as_u64().unwrap() > 0);
     assert_eq!(results["selectedTrace"].as_str().unwrap(), keys.trace_id.to_string());
     assert_eq!(results["bars"], 2, "the KEYS and its scan");
+    assert_eq!(results["spanDetail"], Value::Null, "no span has events");
 }
