@@ -8,8 +8,11 @@
 //! values back from any [`std::io::Read`]. The byte layout, its limits and
 //! what it keeps are in the crate's `FORMAT.md`.
 //!
-//! [`dump_recorder`], [`dump_window`] and [`DumpOnExit`] dump a running
-//! program's flight recorder.
+//! The format needs no tracing runtime: it depends on `minitrace` for the
+//! data types only, without its `enable` feature. The glue that dumps a
+//! running program's flight recorder (`dump_recorder`, `dump_window`,
+//! `DumpOnExit`) is behind the `recorder` feature, on by default; tools
+//! that only read dumps turn it off (`default-features = false`).
 //!
 //! ```
 //! use minitrace_flight::{EventRecord, Reader, RecordedTrace, SpanId, SpanRecord, TraceId, Writer};
@@ -52,6 +55,7 @@
 mod codec;
 mod error;
 mod reader;
+#[cfg(feature = "recorder")]
 mod recorded;
 mod writer;
 
@@ -59,6 +63,7 @@ pub mod synthetic;
 
 pub use error::FormatError;
 pub use reader::{Block, Reader};
+#[cfg(feature = "recorder")]
 pub use recorded::{dump_recorder, dump_window, DumpOnExit};
 pub use writer::{write_file_atomically, Writer, Written};
 

@@ -1,6 +1,6 @@
 //! The core's flight recorder to dump files: a snapshot, or the window
 //! around a slow trace, written as a dump, its traces as the recorder hands
-//! them out.
+//! them out (the `recorder` feature).
 
 use std::io;
 use std::path::{Path, PathBuf};
