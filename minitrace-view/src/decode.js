@@ -16,6 +16,8 @@
 // the last span when held, else -1), `name` and `properties` (the root's),
 // `beginNs` and `durationNs` (the root's, or the spans' extent without a
 // root), as minitrace-view's Rust side computes them for the other views.
+// `attributes` reads only what tells requests apart (names, properties,
+// thread), fast enough for every request of a dump.
 const mtfDecode = (() => {
   const SECTIONS = 20;
   const [TRACE_IDS, THREADS, FLAGS, BEGINS, SPAN_COUNTS, SPAN_TRACE_IDS, SPAN_IDS, ID_LITERALS, PARENTS,
@@ -36,8 +38,9 @@ const mtfDecode = (() => {
     throw new Error(`damaged block: ${what}`);
   }
 
-  // The traces of a block's inflated payload, which holds `count` of them.
-  function decodeBlock(raw, count) {
+  // A block's inflated payload, open: its sections as cursors, its string
+  // table, and the readers of its numbers, ids and strings.
+  function open(raw) {
     const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
     const cursor = (at, end) => ({ at, end });
     // A number that fits a double exactly: counts, indexes, threads.
@@ -107,7 +110,12 @@ const mtfDecode = (() => {
       for (let k = num(col[counts]); k > 0; k--) list.push([string(col[PROPERTIES]), string(col[PROPERTIES])]);
       return list;
     };
+    return { col, num, big, take, idHex, literal, string, properties };
+  }
 
+  // The traces of a block's inflated payload, which holds `count` of them.
+  function decodeBlock(raw, count) {
+    const { col, num, big, take, idHex, literal, string, properties } = open(raw);
     const traces = [];
     let reference = 0n;
     for (let t = 0; t < count; t++) {
@@ -120,6 +128,7 @@ const mtfDecode = (() => {
       const n = num(col[SPAN_COUNTS]);
       // The ids first: a parent may be named by its place, before or after.
       const ids = [];
+      const parents = [];
       const spans = [];
       let previous = 0n;
       for (let i = 0; i < n; i++) {
@@ -144,6 +153,7 @@ const mtfDecode = (() => {
           parent = ids[place];
         }
         const span = spans[i];
+        parents.push(parent);
         span.parentId = hex64(parent);
         span.name = string(col[NAMES]);
         let predicted = reference;
@@ -164,20 +174,56 @@ const mtfDecode = (() => {
         const end = wrap(span.beginNs + span.durationNs);
         latestEnd = i === 0 || end > latestEnd ? end : latestEnd;
       }
-      traces.push(withRequest({ traceId, thread, complete: (flags & COMPLETE) !== 0, spans }, ids));
+      traces.push(withRequest({ traceId, thread, complete: (flags & COMPLETE) !== 0, spans }, ids, parents));
     }
     if (col.some((c) => c.at !== c.end)) damaged('a section holds more than its traces');
     return traces;
   }
 
-  // Adds the parents' places and the request's own attributes to a trace.
-  function withRequest(trace, ids) {
+  // What tells the requests of a block apart, without their times or ids:
+  // for each, { traceId, thread, complete, name, properties, spanNames },
+  // the root's name and properties as in decodeBlock, and the name of every
+  // span in order, the root's last when held. It reads only the sections
+  // that hold them, with no 64-bit arithmetic: many times faster than
+  // decodeBlock, for looking at every request of a dump at once.
+  function attributes(raw, count) {
+    const { col, num, take, idHex, string, properties } = open(raw);
+    const requests = [];
+    for (let t = 0; t < count; t++) {
+      const traceId = idHex(col[TRACE_IDS], 16);
+      const thread = num(col[THREADS]);
+      const flags = raw[take(col[FLAGS], 1)];
+      const n = num(col[SPAN_COUNTS]);
+      if (flags & OWN_TRACE_IDS) take(col[SPAN_TRACE_IDS], 16 * n);
+      const spanNames = [];
+      let last = [];
+      for (let i = 0; i < n; i++) {
+        spanNames.push(string(col[NAMES]));
+        last = properties(PROPERTY_COUNTS);
+        // The events' properties follow the span's in their section.
+        for (let k = num(col[EVENT_COUNTS]); k > 0; k--) {
+          string(col[EVENT_NAMES]);
+          properties(EVENT_PROPERTY_COUNTS);
+        }
+      }
+      const root = thread !== 0 && n > 0;
+      requests.push({
+        traceId, thread, complete: (flags & COMPLETE) !== 0,
+        name: root ? spanNames[n - 1] : '(no root)', properties: root ? last : [], spanNames,
+      });
+    }
+    return requests;
+  }
+
+  // Adds the parents' places and the request's own attributes to a trace
+  // (`ids` and `parents`: its spans' ids and parent ids, as BigInt).
+  function withRequest(trace, ids, parents) {
     const first = new Map();
     ids.forEach((id, at) => { if (!first.has(id)) first.set(id, at); });
-    for (const span of trace.spans) {
-      const at = first.get(BigInt('0x' + span.parentId));
+    trace.spans.forEach((span, k) => {
+      const at = first.get(parents[k]);
       span.parent = at === undefined ? -1 : at;
-    }
+    });
     const spans = trace.spans;
     trace.root = trace.thread !== 0 && spans.length > 0 ? spans.length - 1 : -1;
     const root = trace.root >= 0 ? spans[trace.root] : null;
@@ -208,5 +254,5 @@ const mtfDecode = (() => {
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
 
-  return { decodeBlock, inflate, SECTIONS };
+  return { decodeBlock, attributes, inflate, SECTIONS };
 })();

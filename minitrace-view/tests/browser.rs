@@ -64,6 +64,17 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     }
     assert!(results["spanTooltip"].as_str().unwrap().contains("• lock acquired at +"), "{results}");
     assert_eq!(results["eventTicks"], 1);
+    // Every request's attributes, read through the page's data access: the
+    // same population, named as the page's legend counts it.
+    let attributes = &results["attributes"];
+    eprintln!("attributes of every request: {} ms", attributes["ms"]);
+    assert_eq!(
+        (attributes["requests"].as_u64(), attributes["spans"].as_u64()),
+        (Some(1_000_000), Some(11_000_000))
+    );
+    let names = attributes["names"].as_object().unwrap();
+    assert_eq!(names.keys().collect::<Vec<_>>(), ["kv::get", "kv::put"]);
+    assert_eq!(names.values().map(|count| count.as_u64().unwrap()).sum::<u64>(), 1_000_000);
     assert_eq!(results["zoomedIn"], true);
 }
 

@@ -2,7 +2,8 @@
 //! of real dumps, gives what the Rust reader gives, field by field: every
 //! span's ids, parent, times, name, properties and events, and the
 //! request's attributes the page shows (root, name, properties, begin and
-//! duration), for synthetic traces and for traces of every odd shape.
+//! duration), for synthetic traces and for traces of every odd shape; and
+//! its attributes-only pass gives the same names, properties and threads.
 //!
 //! Needs Node (installed with the browser by `scripts/setup.sh browser`):
 //! without it the test is skipped with a message, except under `CI=true`.
@@ -73,6 +74,18 @@ fn expected(trace: &RecordedTrace) -> Value {
     })
 }
 
+/// A request's attributes, as the decoder's attributes-only pass gives them.
+fn expected_attributes(trace: &RecordedTrace) -> Value {
+    json!({
+        "traceId": trace.trace_id.to_string(),
+        "thread": trace.thread,
+        "complete": trace.complete,
+        "name": minitrace_view::request_name(trace),
+        "properties": properties(trace.root().map_or(&[][..], |root| &root.properties)),
+        "spanNames": trace.spans.iter().map(|span| span.name.as_ref()).collect::<Vec<_>>(),
+    })
+}
+
 #[test]
 fn the_pages_decoder_reads_every_block_as_the_rust_reader_does() {
     if !node_ready() {
@@ -111,9 +124,12 @@ fn the_pages_decoder_reads_every_block_as_the_rust_reader_does() {
     let script = support::workspace().join("minitrace-view/tests/support/decode_blocks.mjs");
     let output = Command::new("node").arg(script).arg(decoder).arg(&input).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let decoded: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(decoded.len(), traces.len());
-    for (index, (decoded, trace)) in decoded.iter().zip(&traces).enumerate() {
-        assert_eq!(decoded, &expected(trace), "trace {index}");
+    let output: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (decoded, attributes) =
+        (output["traces"].as_array().unwrap(), output["attributes"].as_array().unwrap());
+    assert_eq!((decoded.len(), attributes.len()), (traces.len(), traces.len()));
+    for (index, trace) in traces.iter().enumerate() {
+        assert_eq!(decoded[index], expected(trace), "trace {index}");
+        assert_eq!(attributes[index], expected_attributes(trace), "trace {index}'s attributes");
     }
 }

@@ -94,6 +94,23 @@ try {
       await page.screenshot({ path: path.join(outDir, 'selected.png'), fullPage: true });
     }
 
+    // The attributes of every request, a block at a time, through the
+    // page's data access: how many, the names, and the time it took.
+    result.attributes = await page.evaluate(async () => {
+      const started = performance.now();
+      const names = {};
+      let requests = 0;
+      let spans = 0;
+      for (let b = 0; b < window.mtview.blockCount; b++) {
+        for (const request of await window.mtview.attributes(b)) {
+          requests++;
+          spans += request.spanNames.length;
+          names[request.name] = (names[request.name] || 0) + 1;
+        }
+      }
+      return { requests, spans, names, ms: Math.round(performance.now() - started) };
+    });
+
     // A wheel turn over the scatter zooms both axes in.
     const before = await page.evaluate(() => window.mtview.view());
     const box = await page.$eval('#scatter', (canvas) => {

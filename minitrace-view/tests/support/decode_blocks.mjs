@@ -1,6 +1,7 @@
 // Runs the page's block decoder (src/decode.js) under Node on blocks of a
-// dump, as the browser does, and prints the traces as one JSON line, times
-// as decimal strings: tests/decoder.rs compares them with the Rust reader's.
+// dump, as the browser does, and prints one JSON line: the traces (times as
+// decimal strings) and the requests' attributes, of every block.
+// tests/decoder.rs compares them with the Rust reader's.
 //
 //   node decode_blocks.mjs DECODE.js BLOCKS.json
 //
@@ -10,8 +11,11 @@ import fs from 'node:fs';
 const [decoderPath, blocksPath] = process.argv.slice(2);
 const mtfDecode = new Function(`${fs.readFileSync(decoderPath, 'utf8')}\nreturn mtfDecode;`)();
 const traces = [];
+const attributes = [];
 for (const { count, payload } of JSON.parse(fs.readFileSync(blocksPath, 'utf8'))) {
   const raw = await mtfDecode.inflate(Buffer.from(payload, 'base64'));
   traces.push(...mtfDecode.decodeBlock(raw, count));
+  attributes.push(...mtfDecode.attributes(raw, count));
 }
-console.log(JSON.stringify(traces, (_, value) => (typeof value === 'bigint' ? value.toString() : value)));
+const json = JSON.stringify({ traces, attributes }, (_, value) => (typeof value === 'bigint' ? value.toString() : value));
+console.log(json);
