@@ -256,8 +256,16 @@ fn trace() {
     // The dump holds every request that ended on its own thread: the 400
     // synchronous ones at least.
     let dump = std::fs::File::open(manifest_dir().join("target/trace-example/requests.mtf")).unwrap();
-    let requests = minitrace_flight::Reader::new(std::io::BufReader::new(dump)).unwrap().count();
-    assert!((400..=406).contains(&requests), "{requests} requests in the dump");
+    let traces: Vec<minitrace_flight::RecordedTrace> =
+        minitrace_flight::Reader::new(std::io::BufReader::new(dump)).unwrap().map(Result::unwrap).collect();
+    assert!((400..=406).contains(&traces.len()), "{} requests in the dump", traces.len());
+    // Each as the recorder held it, events included: the first lookup of a
+    // key misses the cache, and its span says so.
+    let miss = traces.iter().flat_map(|trace| &trace.spans).find(|span| span.name == "read from disk");
+    let event = &miss.expect("a cache miss in the dump").events[0];
+    assert_eq!((event.name.as_ref(), event.properties[0].0.as_ref()), ("cache miss", "key"));
+    let get = traces.iter().find_map(|trace| trace.root().filter(|root| root.name == "kv::get")).unwrap();
+    assert_eq!(get.properties[0].0, "key");
 }
 
 #[test]

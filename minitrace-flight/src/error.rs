@@ -23,12 +23,20 @@ pub enum FormatError {
         /// The newest version this reader reads.
         supported: u16,
     },
+    /// The dump was written in an older version of the format, which this
+    /// reader no longer reads (FORMAT.md, "Versions").
+    OldVersion {
+        /// The version the file declares.
+        found: u16,
+        /// The only version this reader reads.
+        supported: u16,
+    },
     /// The input ends before the dump's end marker: the writer stopped
-    /// midway, or the file was cut. Every request before this point has
+    /// midway, or the file was cut. Every trace before this point has
     /// already been returned.
     Truncated {
-        /// How many requests were read in full before the cut.
-        requests_read: u64,
+        /// How many traces were read in full before the cut.
+        traces_read: u64,
         /// Where the input ended.
         offset: u64,
     },
@@ -61,10 +69,16 @@ impl fmt::Display for FormatError {
                 "the dump was written by a newer version of the format ({found}); \
                  this reader reads up to version {supported}: upgrade minitrace-flight"
             ),
-            FormatError::Truncated { requests_read, offset } => write!(
+            FormatError::OldVersion { found, supported } => write!(
+                f,
+                "the dump was written in version {found} of the format, which this reader no \
+                 longer reads (it reads version {supported}, which keeps every span's ids, \
+                 properties and events): read it with a minitrace-view from before version {supported}"
+            ),
+            FormatError::Truncated { traces_read, offset } => write!(
                 f,
                 "the dump is truncated at byte {offset}: it ends without its end marker \
-                 ({requests_read} requests were read before the cut)"
+                 ({traces_read} traces were read before the cut)"
             ),
             FormatError::Corrupt { block, offset, detail } => {
                 write!(f, "the dump is corrupted: block {block} at byte {offset}: {detail}")

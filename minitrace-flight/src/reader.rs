@@ -5,25 +5,28 @@ use std::io::{self, Read};
 
 use crate::codec;
 use crate::writer::{checksum, BLOCK, END, MAX_COMPRESSED_BYTES};
-use crate::{FormatError, Request, MAGIC, MAX_BLOCK_BYTES, VERSION};
+use minitrace::recorder::RecordedTrace;
+
+use crate::{FormatError, MAGIC, MAX_BLOCK_BYTES, VERSION};
 
 /// One block of a dump, as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Block {
     /// The block's index, counted from 0.
     pub index: u64,
-    /// Its requests, decoded.
-    pub requests: Vec<Request>,
+    /// Its traces, decoded.
+    pub traces: Vec<RecordedTrace>,
     /// Its payload as stored: zlib-compressed, checksum verified. Tools that
     /// ship blocks elsewhere (the viewer's page inflates them in the
     /// browser) use it as is; FORMAT.md describes its contents.
     pub compressed: Vec<u8>,
 }
 
-/// Streams the requests of a dump out of any [`Read`].
+/// Streams the traces of a dump out of any [`Read`], each a
+/// [`RecordedTrace`] as it was written.
 ///
-/// Iterating yields each request in file order. An error is yielded once,
-/// after every request of the blocks before it, and iteration then ends:
+/// Iterating yields each trace in file order. An error is yielded once,
+/// after every trace of the blocks before it, and iteration then ends:
 /// a truncated dump yields its whole blocks and then
 /// [`FormatError::Truncated`]. Wrap a file in a [`std::io::BufReader`].
 ///
@@ -32,22 +35,22 @@ pub struct Block {
 /// The reader holds one block at a time, and no input can make that block
 /// large: its compressed payload is read only as far as the input really
 /// holds bytes, and at most [`MAX_BLOCK_BYTES`] plus 1 MiB; it inflates as
-/// its bytes arrive, to at most [`MAX_BLOCK_BYTES`]; and its requests are
+/// its bytes arrive, to at most [`MAX_BLOCK_BYTES`]; and its traces are
 /// decoded only while their decoded size (FORMAT.md, "Limits": an upper
 /// bound on their memory, each string counted at every reference) stays
 /// within [`MAX_BLOCK_BYTES`]. A block past any of these limits, such as a
 /// long string referenced by every span, is [`FormatError::Corrupt`]. So
 /// reading any dump takes at most about three times [`MAX_BLOCK_BYTES`]
-/// (some 200 MiB), and a dump of ordinary blocks of 4096 requests a few
-/// megabytes, beside what the caller keeps of the requests.
+/// (some 200 MiB), and a dump of ordinary blocks of 4096 traces a few
+/// megabytes, beside what the caller keeps of the traces.
 pub struct Reader<R: Read> {
     inner: R,
     offset: u64,
     blocks: u64,
-    requests: u64,
+    traces: u64,
     spans: u64,
     done: bool,
-    pending: std::vec::IntoIter<Request>,
+    pending: std::vec::IntoIter<RecordedTrace>,
 }
 
 impl<R: Read> fmt::Debug for Reader<R> {
@@ -55,7 +58,7 @@ impl<R: Read> fmt::Debug for Reader<R> {
         f.debug_struct("Reader")
             .field("offset", &self.offset)
             .field("blocks", &self.blocks)
-            .field("requests", &self.requests)
+            .field("traces", &self.traces)
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
@@ -103,6 +106,7 @@ impl<R: Read> Reader<R> {
     /// Fails with [`FormatError::Empty`] on an empty input,
     /// [`FormatError::NotADump`] when the magic bytes are missing,
     /// [`FormatError::NewerVersion`] for a version newer than [`VERSION`],
+    /// [`FormatError::OldVersion`] for an older one (FORMAT.md, "Versions"),
     /// and [`FormatError::Truncated`] when the input ends inside the header.
     pub fn new(mut inner: R) -> Result<Reader<R>, FormatError> {
         let mut header = [0u8; 10];
@@ -115,7 +119,7 @@ impl<R: Read> Reader<R> {
             return Err(FormatError::NotADump);
         }
         if read < header.len() {
-            return Err(FormatError::Truncated { requests_read: 0, offset: read as u64 });
+            return Err(FormatError::Truncated { traces_read: 0, offset: read as u64 });
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
         if version == 0 {
@@ -124,20 +128,23 @@ impl<R: Read> Reader<R> {
         if version > VERSION {
             return Err(FormatError::NewerVersion { found: version, supported: VERSION });
         }
+        if version < VERSION {
+            return Err(FormatError::OldVersion { found: version, supported: VERSION });
+        }
         Ok(Reader {
             inner,
             offset: header.len() as u64,
             blocks: 0,
-            requests: 0,
+            traces: 0,
             spans: 0,
             done: false,
             pending: Vec::new().into_iter(),
         })
     }
 
-    /// Requests in the blocks read so far.
-    pub fn requests_read(&self) -> u64 {
-        self.requests
+    /// Traces in the blocks read so far.
+    pub fn traces_read(&self) -> u64 {
+        self.traces
     }
 
     /// Reads the next block whole. `None` after the end marker, or after
@@ -155,7 +162,7 @@ impl<R: Read> Reader<R> {
     }
 
     fn truncated(&self, offset: u64) -> FormatError {
-        FormatError::Truncated { requests_read: self.requests, offset }
+        FormatError::Truncated { traces_read: self.traces, offset }
     }
 
     fn corrupt(&self, offset: u64, detail: impl Into<String>) -> FormatError {
@@ -177,7 +184,7 @@ impl<R: Read> Reader<R> {
         let mut kind = [0u8; 1];
         self.read_exact_or_truncated(&mut kind)?;
         match kind[0] {
-            BLOCK => self.read_requests(start).map(Some),
+            BLOCK => self.read_traces(start).map(Some),
             END => {
                 let mut fields = [0u8; 20];
                 self.read_exact_or_truncated(&mut fields)?;
@@ -185,15 +192,15 @@ impl<R: Read> Reader<R> {
                 if stored != checksum(&kind, &fields[4..], &[]) {
                     return Err(self.corrupt(start, "the end marker's checksum does not match"));
                 }
-                let requests = u64::from_le_bytes(fields[4..12].try_into().unwrap_or_default());
+                let traces = u64::from_le_bytes(fields[4..12].try_into().unwrap_or_default());
                 let spans = u64::from_le_bytes(fields[12..20].try_into().unwrap_or_default());
-                if (requests, spans) != (self.requests, self.spans) {
+                if (traces, spans) != (self.traces, self.spans) {
                     return Err(self.corrupt(
                         start,
                         format!(
-                            "the end marker counts {requests} requests and {spans} spans, \
+                            "the end marker counts {traces} traces and {spans} spans, \
                              the blocks hold {} and {}",
-                            self.requests, self.spans
+                            self.traces, self.spans
                         ),
                     ));
                 }
@@ -207,7 +214,7 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    fn read_requests(&mut self, start: u64) -> Result<Block, FormatError> {
+    fn read_traces(&mut self, start: u64) -> Result<Block, FormatError> {
         let mut fields = [0u8; 16];
         self.read_exact_or_truncated(&mut fields)?;
         let field =
@@ -239,29 +246,29 @@ impl<R: Read> Reader<R> {
         if stored != checksum(&[BLOCK], &fields[4..], &compressed) {
             return Err(self.corrupt(start, "checksum mismatch: the block's bytes were altered"));
         }
-        let requests = codec::inflate(&compressed, raw_len as usize)
+        let traces = codec::inflate(&compressed, raw_len as usize)
             .and_then(|raw| codec::decode(&raw, count))
             .map_err(|detail| self.corrupt(start, detail))?;
-        let block = Block { index: self.blocks, requests, compressed };
+        let block = Block { index: self.blocks, traces, compressed };
         self.blocks += 1;
-        self.requests += block.requests.len() as u64;
-        self.spans += block.requests.iter().map(|request| request.spans.len() as u64).sum::<u64>();
+        self.traces += block.traces.len() as u64;
+        self.spans += block.traces.iter().map(|trace| trace.spans.len() as u64).sum::<u64>();
         Ok(block)
     }
 }
 
 impl<R: Read> Iterator for Reader<R> {
-    type Item = Result<Request, FormatError>;
+    type Item = Result<RecordedTrace, FormatError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(request) = self.pending.next() {
-                return Some(Ok(request));
+            if let Some(trace) = self.pending.next() {
+                return Some(Ok(trace));
             }
             // Let the spent block's buffer go before the next one is read.
             self.pending = Vec::new().into_iter();
             match self.next_block()? {
-                Ok(block) => self.pending = block.requests.into_iter(),
+                Ok(block) => self.pending = block.traces.into_iter(),
                 Err(error) => return Some(Err(error)),
             }
         }

@@ -3,32 +3,32 @@
 
 use std::io::{self, Read, Write};
 
-use minitrace_flight::{synthetic, FormatError, Reader, Request, Writer};
+use minitrace_flight::{synthetic, FormatError, Reader, RecordedTrace, Writer};
 
-/// 30 requests in blocks of 10.
-fn dump() -> (Vec<Request>, Vec<u8>) {
-    let requests: Vec<Request> = synthetic::requests(30, 11).collect();
-    let mut writer = Writer::new(Vec::new()).with_block_requests(10);
-    for request in &requests {
-        writer.write(request).unwrap();
+/// 30 traces in blocks of 10.
+fn dump() -> (Vec<RecordedTrace>, Vec<u8>) {
+    let traces: Vec<RecordedTrace> = synthetic::traces(30, 11).collect();
+    let mut writer = Writer::new(Vec::new()).with_block_traces(10);
+    for trace in &traces {
+        writer.write(trace).unwrap();
     }
-    (requests, writer.finish().unwrap().into_inner())
+    (traces, writer.finish().unwrap().into_inner())
 }
 
-/// Reads a whole dump: the requests before the error, and the error.
-fn read_all(bytes: &[u8]) -> (Vec<Request>, Option<FormatError>) {
+/// Reads a whole dump: the traces before the error, and the error.
+fn read_all(bytes: &[u8]) -> (Vec<RecordedTrace>, Option<FormatError>) {
     let reader = match Reader::new(bytes) {
         Ok(reader) => reader,
         Err(error) => return (Vec::new(), Some(error)),
     };
-    let mut requests = Vec::new();
+    let mut traces = Vec::new();
     for result in reader {
         match result {
-            Ok(request) => requests.push(request),
-            Err(error) => return (requests, Some(error)),
+            Ok(trace) => traces.push(trace),
+            Err(error) => return (traces, Some(error)),
         }
     }
-    (requests, None)
+    (traces, None)
 }
 
 #[test]
@@ -53,37 +53,53 @@ fn a_newer_version_names_both_versions() {
     let (_, mut bytes) = dump();
     bytes[8..10].copy_from_slice(&7u16.to_le_bytes());
     let error = Reader::new(&bytes[..]).unwrap_err();
-    assert!(matches!(error, FormatError::NewerVersion { found: 7, supported: 1 }));
+    assert!(matches!(error, FormatError::NewerVersion { found: 7, supported: 2 }));
     assert_eq!(
         error.to_string(),
         "the dump was written by a newer version of the format (7); \
-         this reader reads up to version 1: upgrade minitrace-flight"
+         this reader reads up to version 2: upgrade minitrace-flight"
+    );
+}
+
+#[test]
+fn a_version_1_dump_is_refused_by_name() {
+    // Version 1's header, and a block of version 1 after it: the header
+    // alone decides.
+    let mut bytes = b"MTFLIGHT\x01\x00".to_vec();
+    bytes.extend_from_slice(&dump().1[10..]);
+    let error = Reader::new(&bytes[..]).unwrap_err();
+    assert!(matches!(error, FormatError::OldVersion { found: 1, supported: 2 }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "the dump was written in version 1 of the format, which this reader no longer reads \
+         (it reads version 2, which keeps every span's ids, properties and events): \
+         read it with a minitrace-view from before version 2"
     );
 }
 
 #[test]
 fn a_cut_at_any_byte_is_truncation_after_the_whole_blocks() {
-    let (requests, bytes) = dump();
+    let (traces, bytes) = dump();
     for cut in 1..bytes.len() {
         let (read, error) = read_all(&bytes[..cut]);
         match error {
-            Some(FormatError::Truncated { requests_read, offset }) => {
-                assert_eq!(requests_read as usize, read.len(), "cut at {cut}");
+            Some(FormatError::Truncated { traces_read, offset }) => {
+                assert_eq!(traces_read as usize, read.len(), "cut at {cut}");
                 assert_eq!(offset as usize, cut, "cut at {cut}");
             }
             other => panic!("cut at {cut}: {other:?}"),
         }
         assert_eq!(read.len() % 10, 0, "cut at {cut}: only whole blocks");
-        assert_eq!(read, requests[..read.len()], "cut at {cut}");
+        assert_eq!(read, traces[..read.len()], "cut at {cut}");
     }
     let (_, error) = read_all(&bytes[..bytes.len() - 1]);
     let message = error.unwrap().to_string();
-    assert!(message.contains("truncated") && message.contains("30 requests were read"), "{message}");
+    assert!(message.contains("truncated") && message.contains("30 traces were read"), "{message}");
 }
 
 #[test]
 fn a_flipped_bit_anywhere_after_the_header_is_caught() {
-    let (requests, bytes) = dump();
+    let (traces, bytes) = dump();
     for at in 10..bytes.len() {
         let mut damaged = bytes.clone();
         damaged[at] ^= 0x10;
@@ -93,7 +109,7 @@ fn a_flipped_bit_anywhere_after_the_header_is_caught() {
             matches!(error, Some(FormatError::Corrupt { .. } | FormatError::Truncated { .. })),
             "flip at {at}: {error:?}"
         );
-        assert_eq!(read, requests[..read.len()], "flip at {at}: what was read is intact");
+        assert_eq!(read, traces[..read.len()], "flip at {at}: what was read is intact");
     }
     let mut damaged = bytes.clone();
     damaged[40] ^= 1;
@@ -106,10 +122,10 @@ fn a_flipped_bit_anywhere_after_the_header_is_caught() {
 
 #[test]
 fn bytes_after_the_end_marker_are_reported() {
-    let (requests, mut bytes) = dump();
+    let (traces, mut bytes) = dump();
     bytes.push(0);
     let (read, error) = read_all(&bytes);
-    assert_eq!(read, requests);
+    assert_eq!(read, traces);
     assert!(matches!(error, Some(FormatError::TrailingData { .. })), "{error:?}");
 }
 
@@ -137,11 +153,11 @@ impl Write for FailingAfter {
 
 #[test]
 fn a_writer_that_fails_midway_leaves_a_truncated_dump() {
-    let (requests, complete) = dump();
+    let (traces, complete) = dump();
     for left in [0, 5, 10, 11, 200, complete.len() / 2, complete.len() - 1] {
         let mut output = FailingAfter { written: Vec::new(), left };
-        let mut writer = Writer::new(&mut output).with_block_requests(10);
-        let failed = requests.iter().map(|request| writer.write(request)).find(Result::is_err);
+        let mut writer = Writer::new(&mut output).with_block_traces(10);
+        let failed = traces.iter().map(|trace| writer.write(trace)).find(Result::is_err);
         let finished = writer.finish();
         assert!(failed.is_some() || finished.is_err(), "{left} bytes");
         let (_, error) = read_all(&output.written);
@@ -152,23 +168,23 @@ fn a_writer_that_fails_midway_leaves_a_truncated_dump() {
     }
     // After a failure the writer refuses further work instead of going on.
     let mut output = FailingAfter { written: Vec::new(), left: 100 };
-    let mut writer = Writer::new(&mut output).with_block_requests(1);
-    assert!(writer.write(&requests[0]).is_err());
-    let error = writer.write(&requests[1]).unwrap_err();
+    let mut writer = Writer::new(&mut output).with_block_traces(1);
+    assert!(writer.write(&traces[0]).is_err());
+    let error = writer.write(&traces[1]).unwrap_err();
     assert!(error.to_string().contains("an earlier write to this dump failed"), "{error}");
 }
 
 #[test]
 fn a_writer_dropped_before_finish_leaves_a_truncated_dump() {
-    let (requests, _) = dump();
+    let (traces, _) = dump();
     let mut output = Vec::new();
     {
-        let mut writer = Writer::new(&mut output).with_block_requests(10);
-        requests.iter().for_each(|request| writer.write(request).unwrap());
+        let mut writer = Writer::new(&mut output).with_block_traces(10);
+        traces.iter().for_each(|trace| writer.write(trace).unwrap());
     }
     let (read, error) = read_all(&output);
-    assert_eq!(read, requests);
-    assert!(matches!(error, Some(FormatError::Truncated { requests_read: 30, .. })), "{error:?}");
+    assert_eq!(read, traces);
+    assert!(matches!(error, Some(FormatError::Truncated { traces_read: 30, .. })), "{error:?}");
 }
 
 /// Rewrites block 0 of `bytes` with `raw` as its payload, its checksum
@@ -196,11 +212,11 @@ fn with_payload(bytes: &[u8], raw: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_payload_damaged_before_its_checksum_was_taken_is_reported_not_panicked_on() {
-    let (requests, bytes) = dump();
+    let (traces, bytes) = dump();
     let compressed_len = u32::from_le_bytes(bytes[15..19].try_into().unwrap()) as usize;
     let mut raw = Vec::new();
     flate2::read::ZlibDecoder::new(&bytes[27..27 + compressed_len]).read_to_end(&mut raw).unwrap();
-    assert_eq!(read_all(&with_payload(&bytes, &raw)).0, requests, "the rewrite itself is faithful");
+    assert_eq!(read_all(&with_payload(&bytes, &raw)).0, traces, "the rewrite itself is faithful");
 
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for round in 0..3_000 {

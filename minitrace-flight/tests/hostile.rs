@@ -17,7 +17,9 @@ use std::io::ErrorKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use forge::{Rng, MIB, PEAK_RSS_BOUND};
-use minitrace_flight::{FormatError, Reader, Request, SpanEntry, Writer, MAX_BLOCK_BYTES};
+use minitrace_flight::{
+    FormatError, Reader, RecordedTrace, SpanId, SpanRecord, TraceId, Writer, MAX_BLOCK_BYTES,
+};
 
 #[test]
 fn forged_dumps_get_clear_errors_in_bounded_memory() {
@@ -92,8 +94,8 @@ impl Tally {
     }
 }
 
-/// One random case: a clear error, or a read whose requests the writer
-/// takes and gives back unchanged (nothing invalid passes as data).
+/// One random case: a clear error, or a read whose traces the writer takes
+/// and gives back unchanged (nothing invalid passes as data).
 fn one_case(seed: u64, case: usize, seeds: &[Vec<u8>], tally: &mut Tally) {
     let mut rng = Rng::new(seed ^ (case as u64).wrapping_mul(0xa076_1d64_78bd_642f));
     let bytes = forge::mutate(&mut rng, seeds);
@@ -103,8 +105,8 @@ fn one_case(seed: u64, case: usize, seeds: &[Vec<u8>], tally: &mut Tally) {
         Some(error) => assert!(!error.to_string().is_empty()),
         None => {
             let mut writer = Writer::new(Vec::new());
-            for request in &read {
-                writer.write(request).expect("what the reader accepts, the writer takes");
+            for trace in &read {
+                writer.write(trace).expect("what the reader accepts, the writer takes");
             }
             let (again, error) = forge::read_all(&writer.finish().unwrap().into_inner());
             assert!(error.is_none(), "{error:?}");
@@ -154,68 +156,99 @@ fn random_mutations_of_valid_dumps_get_clear_errors_or_read_whole() {
 
 // ---- the writer's side: every block it writes, the reader takes ----
 
-fn write(requests: &[Request]) -> std::io::Result<minitrace_flight::Written<Vec<u8>>> {
-    let mut writer = Writer::new(Vec::new()).with_block_requests(usize::MAX);
-    for request in requests {
-        writer.write(request)?;
+fn write(traces: &[RecordedTrace]) -> std::io::Result<minitrace_flight::Written<Vec<u8>>> {
+    let mut writer = Writer::new(Vec::new()).with_block_traces(usize::MAX);
+    for trace in traces {
+        writer.write(trace)?;
     }
     writer.finish()
 }
 
-fn read(dump: &[u8]) -> Vec<Request> {
+fn read(dump: &[u8]) -> Vec<RecordedTrace> {
     Reader::new(dump).unwrap().collect::<Result<_, _>>().unwrap()
 }
 
-/// A request whose decoded size (FORMAT.md, "Limits") is `size`: its one
-/// property's value makes up the difference. Its three table entries (16
-/// each), the request (192 and its name's 3), the property (112).
-fn request_of_size(size: usize) -> Request {
-    let value = "v".repeat(size - 16 * 3 - 192 - 3 - 112);
-    Request { name: "big".into(), properties: vec![(String::new(), value)], ..Request::default() }
+/// A trace of one span whose decoded size (FORMAT.md, "Limits") is `size`:
+/// its one property's value makes up the difference. Its three strings,
+/// each counted as a new table entry (16), the name's 3 bytes, the trace
+/// (96), the span (160), its list of properties (32) and the property (112).
+fn trace_of_size(size: usize) -> RecordedTrace {
+    let value = "v".repeat(size - 16 * 3 - 3 - 96 - 160 - 32 - 112);
+    let span = SpanRecord {
+        name: "big".into(),
+        properties: vec![("".into(), value.into())],
+        ..SpanRecord::default()
+    };
+    RecordedTrace { spans: vec![span], ..RecordedTrace::default() }
+}
+
+fn small() -> RecordedTrace {
+    let span = SpanRecord {
+        trace_id: TraceId(7),
+        span_id: SpanId(1),
+        name: "small".into(),
+        ..SpanRecord::default()
+    };
+    RecordedTrace { trace_id: TraceId(7), thread: 1, spans: vec![span], complete: true }
 }
 
 #[test]
-fn a_request_as_large_as_a_block_may_be_is_written_and_read_one_byte_more_is_refused() {
-    let largest = request_of_size(MAX_BLOCK_BYTES);
-    let small = Request { trace_id: 7, name: "small".into(), ..Request::default() };
-    let written = write(&[small.clone(), largest.clone(), small.clone()]).unwrap();
+fn a_trace_as_large_as_a_block_may_be_is_written_and_read_one_byte_more_is_refused() {
+    let largest = trace_of_size(MAX_BLOCK_BYTES);
+    let written = write(&[small(), largest.clone(), small()]).unwrap();
     // Each beside the other would pass the limit: three blocks.
     assert_eq!(written.blocks, 3);
-    assert_eq!(read(&written.into_inner()), [small.clone(), largest, small.clone()]);
+    assert_eq!(read(&written.into_inner()), [small(), largest, small()]);
 
     let mut writer = Writer::new(Vec::new());
-    let error = writer.write(&request_of_size(MAX_BLOCK_BYTES + 1)).unwrap_err();
+    let error = writer.write(&trace_of_size(MAX_BLOCK_BYTES + 1)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert!(error.to_string().contains("more than a block may hold"), "{error}");
     // Refused, not written, and the writer goes on.
-    writer.write(&small).unwrap();
-    assert_eq!(read(&writer.finish().unwrap().into_inner()), [small]);
+    writer.write(&small()).unwrap();
+    let written = writer.finish().unwrap();
+    assert_eq!((written.traces, written.refused), (1, 1));
+    assert_eq!(read(&written.into_inner()), [small()]);
+}
+
+#[test]
+fn a_dump_leaves_out_and_counts_a_trace_too_large_for_the_format() {
+    let dir = std::env::temp_dir().join(format!("flight-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dump.mtf");
+    let traces = [small(), trace_of_size(MAX_BLOCK_BYTES + 1), small()];
+    let written = minitrace_flight::write_file_atomically(&path, &traces).unwrap();
+    assert_eq!((written.traces, written.refused), (2, 1));
+    let bytes = std::fs::read(written.into_inner()).unwrap();
+    assert_eq!(read(&bytes), [small(), small()]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn the_most_spans_a_block_holds_with_the_longest_numbers_are_written_and_read() {
-    // A request with no name costs 192 + 16, a span with no name 80 + 16.
-    let most = (MAX_BLOCK_BYTES - 208) / 96;
-    // Numbers whose varints are as long as they get: ten bytes each.
-    let span = |index: usize| SpanEntry {
-        name: String::new(),
-        parent: index.checked_sub(1).map(|parent| parent as u32),
-        begin_unix_ns: if index % 2 == 0 { 0 } else { 1 << 62 },
+    // A trace costs 96, a span with no name 160 + 16.
+    let most = (MAX_BLOCK_BYTES - 96) / 176;
+    // Numbers whose varints are as long as they get, ids that take 8 bytes
+    // each, parents that are not in the trace.
+    let span = |index: usize| SpanRecord {
+        trace_id: TraceId(if index % 2 == 0 { u128::MAX } else { 1 }),
+        span_id: SpanId(u64::MAX.wrapping_sub((index as u64).wrapping_mul(0x0123_4567_89ab_cdef))),
+        parent_id: SpanId(u64::MAX / 3 + index as u64),
+        begin_time_unix_ns: if index % 2 == 0 { 0 } else { 1 << 62 },
         duration_ns: u64::MAX,
+        ..SpanRecord::default()
     };
-    let request = Request {
-        trace_id: u128::MAX,
+    let trace = RecordedTrace {
+        trace_id: TraceId(u128::MAX),
         thread: u32::MAX,
-        begin_unix_ns: u64::MAX,
-        duration_ns: u64::MAX,
         spans: (0..most).map(span).collect(),
-        ..Request::default()
+        complete: true,
     };
-    let written = write(std::slice::from_ref(&request)).unwrap();
+    let written = write(std::slice::from_ref(&trace)).unwrap();
     assert_eq!((written.blocks, written.spans), (1, most as u64));
-    assert_eq!(read(&written.into_inner()), std::slice::from_ref(&request));
+    assert_eq!(read(&written.into_inner()), std::slice::from_ref(&trace));
 
-    let mut one_more = request;
+    let mut one_more = trace;
     one_more.spans.push(span(most));
     let error = write(&[one_more]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
@@ -223,21 +256,20 @@ fn the_most_spans_a_block_holds_with_the_longest_numbers_are_written_and_read() 
 
 #[test]
 fn the_writer_closes_a_block_before_it_passes_the_limit() {
-    // 9.7 MB each in decoded size: six fit in a block (58.2 MB of the
-    // 67.1), the seventh opens the next, whatever the requests per block.
-    let request = |trace_id: u128| Request {
-        trace_id,
-        name: "r".into(),
-        spans: vec![SpanEntry { name: "s".into(), ..SpanEntry::default() }; 100_000],
-        ..Request::default()
+    // 8.85 MB each in decoded size: seven fit in a block (61.9 MB of the
+    // 67.1), the eighth opens the next, whatever the traces per block.
+    let trace = |trace_id: u128| RecordedTrace {
+        trace_id: TraceId(trace_id),
+        spans: vec![SpanRecord { name: "s".into(), ..SpanRecord::default() }; 50_000],
+        ..RecordedTrace::default()
     };
-    let requests: Vec<Request> = (0..10).map(request).collect();
-    let written = write(&requests).unwrap();
+    let traces: Vec<RecordedTrace> = (0..10).map(trace).collect();
+    let written = write(&traces).unwrap();
     assert_eq!(written.blocks, 2);
     let dump = written.into_inner();
     let mut reader = Reader::new(&dump[..]).unwrap();
     let sizes: Vec<usize> =
-        std::iter::from_fn(|| reader.next_block()).map(|block| block.unwrap().requests.len()).collect();
-    assert_eq!(sizes, [6, 4]);
-    assert_eq!(read(&dump), requests);
+        std::iter::from_fn(|| reader.next_block()).map(|block| block.unwrap().traces.len()).collect();
+    assert_eq!(sizes, [7, 3]);
+    assert_eq!(read(&dump), traces);
 }

@@ -1,13 +1,20 @@
 //! Views of a minitrace flight dump: a self-contained HTML page of the whole
-//! population, a Chrome trace-event export for Perfetto, and a summary.
+//! population, a Chrome trace-event export for Perfetto, and a summary of
+//! its latency.
+//!
+//! A dump holds the flight recorder's own records, a
+//! [`RecordedTrace`] per request; each view
+//! reads them as they are: a request is its trace's root (its name,
+//! properties and duration), and the page shows each span's properties and
+//! events on a click.
 //!
 //! ```
 //! use minitrace_flight::{synthetic, Reader, Writer};
 //!
 //! // A dump of 2 000 synthetic requests, in memory.
 //! let mut writer = Writer::new(Vec::new());
-//! for request in synthetic::requests(2_000, 1) {
-//!     writer.write(&request)?;
+//! for trace in synthetic::traces(2_000, 1) {
+//!     writer.write(&trace)?;
 //! }
 //! let dump = writer.finish()?.into_inner();
 //!
@@ -35,13 +42,15 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 
-use minitrace_flight::{FormatError, Reader, Summary, SummaryBuilder};
+use minitrace_flight::{FormatError, Reader, RecordedTrace};
 
 mod page;
 mod perfetto;
+mod summary;
 
 pub use page::{render_page, PageStats};
 pub use perfetto::{export_perfetto, Exported, PerfettoOptions};
+pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 
 /// Why a view could not be made.
 #[derive(Debug)]
@@ -81,10 +90,44 @@ impl From<FormatError> for ViewError {
 /// requests, read as a stream.
 pub fn summarize<R: Read>(reader: Reader<R>) -> Result<Summary, FormatError> {
     let mut builder = SummaryBuilder::default();
-    for request in reader {
-        builder.add(&request?);
+    for trace in reader {
+        builder.add(&trace?);
     }
     Ok(builder.finish())
+}
+
+/// When a request began and how long it took, as every view shows it: its
+/// root's begin and duration, or for a trace whose root was not held, the
+/// extent of its spans (as [`RecordedTrace::begin_unix_ns`] and
+/// [`RecordedTrace::duration_ns`], but saturating: a dump's times may be
+/// anything).
+///
+/// ```
+/// use minitrace_flight::{RecordedTrace, SpanRecord};
+///
+/// let span = |begin, duration| SpanRecord { begin_time_unix_ns: begin, duration_ns: duration, ..SpanRecord::default() };
+/// let rootless = RecordedTrace { thread: 0, spans: vec![span(10, 5), span(12, 20)], ..RecordedTrace::default() };
+/// assert_eq!(minitrace_view::request_extent(&rootless), (10, 22));
+/// let rooted = RecordedTrace { thread: 1, ..rootless };
+/// assert_eq!(minitrace_view::request_extent(&rooted), (12, 20));
+/// ```
+pub fn request_extent(trace: &RecordedTrace) -> (u64, u64) {
+    if let Some(root) = trace.root() {
+        return (root.begin_time_unix_ns, root.duration_ns);
+    }
+    let begin = trace.spans.iter().map(|span| span.begin_time_unix_ns).min().unwrap_or(0);
+    let end = trace.spans.iter().map(|span| span.begin_time_unix_ns.saturating_add(span.duration_ns)).max();
+    (begin, end.unwrap_or(0).saturating_sub(begin))
+}
+
+/// A request's name: its root's, or `(no root)`.
+///
+/// ```
+/// let trace = minitrace_flight::RecordedTrace::default();
+/// assert_eq!(minitrace_view::request_name(&trace), "(no root)");
+/// ```
+pub fn request_name(trace: &RecordedTrace) -> &str {
+    trace.root().map_or("(no root)", |root| root.name.as_ref())
 }
 
 /// `text` as a JSON string literal; `<` escaped too, so that the literal

@@ -161,11 +161,12 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(json) = &args.perfetto {
         // A first pass for the earliest begin (time 0) and the window.
         let (mut origin, mut window) = (None::<u64>, None);
-        for request in open(&args.dump)? {
-            let request = request.map_err(|error| format!("{dump_name}: {error}"))?;
-            origin = Some(origin.map_or(request.begin_unix_ns, |origin| origin.min(request.begin_unix_ns)));
-            if Some(request.trace_id) == args.around {
-                window = Some((request.begin_unix_ns, request.end_unix_ns()));
+        for trace in open(&args.dump)? {
+            let trace = trace.map_err(|error| format!("{dump_name}: {error}"))?;
+            let (begin, duration) = minitrace_view::request_extent(&trace);
+            origin = Some(origin.map_or(begin, |origin| origin.min(begin)));
+            if Some(trace.trace_id.0) == args.around {
+                window = Some((begin, begin.saturating_add(duration)));
             }
         }
         if let (Some(id), None) = (args.around, window) {
@@ -180,7 +181,7 @@ fn run(args: Args) -> Result<(), String> {
             "perfetto: {} ({} requests, {} events on {} tracks)",
             json.display(),
             exported.requests,
-            exported.events,
+            exported.events + exported.instants,
             exported.tracks
         );
         if exported.requests > 200_000 {

@@ -345,137 +345,186 @@
     if (best >= 0) select(best);
   }
 
-  // A request's trace: its block, inflated by the browser and decoded here
-  // as FORMAT.md of minitrace-flight describes.
+  // A request's trace: its block, inflated by the browser and decoded by
+  // decode.js (mtfDecode) as FORMAT.md of minitrace-flight describes. Each
+  // block is decoded once and kept: traces(b) gives a block's, trace(i) the
+  // trace of the request at index i of the arrays above, and attributes(b)
+  // the names, properties and threads of a block's requests alone (fast
+  // enough to read every block: some 2 µs a request).
   const blocks = new Map();
-  function loadBlock(b) {
+  const blockCount = meta.blockStarts.length;
+  function blockSize(b) {
+    return (b + 1 < blockCount ? meta.blockStarts[b + 1] : n) - meta.blockStarts[b];
+  }
+  const attributeBlocks = new Map();
+  function attributes(b) {
+    if (!attributeBlocks.has(b)) {
+      attributeBlocks.set(b, mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b))));
+    }
+    return attributeBlocks.get(b);
+  }
+  function blockOf(index) {
+    let b = 0;
+    while (b + 1 < meta.blockStarts.length && meta.blockStarts[b + 1] <= index) b++;
+    return b;
+  }
+  function traces(b) {
     if (!blocks.has(b)) {
       blocks.set(b, (async () => {
-        const stream = new Blob([bytesOf('b' + b)]).stream().pipeThrough(new DecompressionStream('deflate'));
-        const raw = new Uint8Array(await new Response(stream).arrayBuffer());
-        const first = meta.blockStarts[b];
-        const next = b + 1 < meta.blockStarts.length ? meta.blockStarts[b + 1] : n;
-        return decodeBlock(raw, next - first);
+        const raw = await mtfDecode.inflate(bytesOf('b' + b));
+        return mtfDecode.decodeBlock(raw, blockSize(b));
       })());
     }
     return blocks.get(b);
   }
-
-  function decodeBlock(raw, count) {
-    const cursor = (at, end) => ({ at, end });
-    const varint = (c) => {
-      let value = 0; let scale = 1; let byte;
-      do { if (c.at >= c.end) throw new Error('damaged block'); byte = raw[c.at++]; value += (byte & 0x7f) * scale; scale *= 128; } while (byte & 0x80);
-      return value;
-    };
-    const varintBig = (c) => {
-      let value = 0n; let shift = 0n; let byte;
-      do { if (c.at >= c.end) throw new Error('damaged block'); byte = raw[c.at++]; value |= BigInt(byte & 0x7f) << shift; shift += 7n; } while (byte & 0x80);
-      return value;
-    };
-    const unzig = (v) => (v % 2 === 1 ? -(v + 1) / 2 : v / 2);
-    const unzigBig = (v) => ((v & 1n) ? -((v + 1n) >> 1n) : v >> 1n);
-    const head = cursor(0, raw.length);
-    const lengths = [];
-    for (let k = 0; k < 13; k++) lengths.push(varint(head));
-    const col = [];
-    let at = head.at;
-    for (const length of lengths) { col.push(cursor(at, at + length)); at += length; }
-    const text = new TextDecoder();
-    const strings = [];
-    for (let k = varint(col[0]); k > 0; k--) {
-      const len = varint(col[0]);
-      strings.push(text.decode(raw.subarray(col[0].at, col[0].at + len)));
-      col[0].at += len;
-    }
-    const str = (c) => strings[varint(c)];
-    const requests = [];
-    let previousBegin = 0n;
-    for (let r = 0; r < count; r++) {
-      let traceId = '';
-      for (let k = 0; k < 16; k++) traceId += raw[col[1].at + k].toString(16).padStart(2, '0');
-      col[1].at += 16;
-      const name = str(col[2]);
-      const thread = varint(col[3]);
-      const b = varintBig(col[4]);
-      const beginNs = r === 0 ? b : previousBegin + unzigBig(b);
-      previousBegin = beginNs;
-      const durationNs = varint(col[5]);
-      const properties = [];
-      for (let k = varint(col[6]); k > 0; k--) properties.push([str(col[7]), str(col[7])]);
-      const spans = [];
-      for (let k = 0, count = varint(col[8]); k < count; k++) {
-        const spanName = str(col[9]);
-        const back = varint(col[10]);
-        const parent = back === 0 ? null : k - back;
-        const before = spans[k - 1];
-        // Offsets from the request's begin; the prediction is the writer's.
-        const predicted = k === 0 ? 0 : parent === k - 1 ? before.begin : before.begin + before.duration;
-        const spanBegin = predicted + unzig(varint(col[11]));
-        spans.push({ name: spanName, parent, begin: spanBegin, duration: varint(col[12]) });
-      }
-      requests.push({ traceId, name, thread, beginNs, durationNs, properties, spans });
-    }
-    return requests;
+  async function trace(index) {
+    const b = blockOf(index);
+    return (await traces(b))[index - meta.blockStarts[b]];
   }
 
   function fmtUnixNs(ns) {
     const iso = new Date(Number(ns / 1000000n)).toISOString();
     return `${iso.slice(0, 19)}.${String(ns % 1000000000n).padStart(9, '0')}Z`;
   }
+  const fmtProperties = (properties) => properties.map(([k, v]) => `${k}=${v}`).join(', ');
 
   let selected = null;
   async function select(index) {
     selected = index;
     redraw();
-    let b = 0;
-    while (b + 1 < meta.blockStarts.length && meta.blockStarts[b + 1] <= index) b++;
-    const request = (await loadBlock(b))[index - meta.blockStarts[b]];
+    const request = await trace(index);
     if (selected !== index) return;
     $('selection-empty').hidden = true;
     $('selection').hidden = false;
     $('selected-trace').textContent = request.traceId;
     $('selected-name').textContent = request.name;
-    $('selected-duration').textContent = fmtDur(request.durationNs);
+    $('selected-duration').textContent = fmtDur(Number(request.durationNs));
     $('selected-begin').textContent = `${fmtUnixNs(request.beginNs)} (${(begin[index] / 1e6).toFixed(6)}s into the dump)`;
-    $('selected-thread').textContent = String(request.thread);
-    $('selected-properties').textContent = request.properties.map(([k, v]) => `${k}=${v}`).join(', ') || '—';
+    $('selected-thread').textContent = request.thread === 0 ? '— (root not held)' : String(request.thread);
+    $('selected-spans').textContent = `${request.spans.length}${request.complete ? '' : ' (incomplete: some were made room for)'}`;
+    $('selected-properties').textContent = fmtProperties(request.properties) || '—';
     drawTimeline(request);
     api.selected = request;
   }
 
+  // The trace as a timeline: a row per span, each under its parent, in
+  // start order; ticks mark events. Hover a bar for its properties and
+  // events, click it for them in the panel below. A trace of more spans than
+  // a panel can show draws its first MAX_ROWS rows.
+  const MAX_ROWS = 2000;
   function drawTimeline(request) {
-    const children = request.spans.map(() => []);
-    const rows = [{ name: request.name, begin: 0, duration: request.durationNs, depth: 0 }];
+    const spans = request.spans;
+    const children = spans.map(() => []);
     const top = [];
-    request.spans.forEach((span, k) => (span.parent === null ? top : children[span.parent]).push(k));
-    const walk = (k, depth) => { rows.push({ ...request.spans[k], depth }); children[k].forEach((c) => walk(c, depth + 1)); };
-    top.forEach((k) => walk(k, 1));
-    const lo = Math.min(0, ...rows.map((row) => row.begin));
-    const hi = Math.max(...rows.map((row) => row.begin + row.duration));
+    spans.forEach((span, k) => (span.parent < 0 || span.parent === k ? top : children[span.parent]).push(k));
+    const byBegin = (a, b) => (spans[a].beginNs < spans[b].beginNs ? -1 : spans[a].beginNs > spans[b].beginNs ? 1 : a - b);
+    const rows = [];
+    const seen = new Uint8Array(spans.length);
+    const walk = (k, depth) => {
+      if (seen[k]) return;
+      seen[k] = 1;
+      rows.push({ k, depth });
+      children[k].sort(byBegin).forEach((c) => walk(c, depth + 1));
+    };
+    top.sort(byBegin).forEach((k) => walk(k, 0));
+    // Spans in a cycle of parents (only a damaged recorder makes one): last.
+    spans.forEach((_, k) => walk(k, 0));
+    const offset = (ns) => Number(ns - request.beginNs);
+    let lo = 0;
+    let hi = 1;
+    for (const span of spans) {
+      lo = Math.min(lo, offset(span.beginNs));
+      hi = Math.max(hi, offset(span.beginNs) + Number(span.durationNs));
+    }
     const pct = (v) => (v - lo) / Math.max(1, hi - lo) * 100;
     const timeline = $('timeline');
     timeline.textContent = '';
-    for (const row of rows) {
+    for (const { k, depth } of rows.slice(0, MAX_ROWS)) {
+      const span = spans[k];
+      const from = offset(span.beginNs);
+      const duration = Number(span.durationNs);
       const line = document.createElement('div');
       line.className = 'span-row';
       const bar = document.createElement('div');
-      bar.className = row.depth === 0 ? 'bar root' : 'bar';
-      bar.style.left = `${pct(row.begin)}%`;
-      bar.style.width = `${pct(row.begin + row.duration) - pct(row.begin)}%`;
-      bar.style.opacity = String(1 - Math.min(row.depth, 4) * 0.15);
-      bar.title = `${row.name}: ${fmtDur(row.duration)} from +${fmtDur(row.begin)}`;
+      bar.className = 'bar' + (k === request.root ? ' root' : '') + (span.events.length ? ' has-events' : '') +
+        (span.properties.length ? ' has-properties' : '');
+      bar.dataset.span = String(k);
+      bar.style.left = `${pct(from)}%`;
+      bar.style.width = `${pct(from + duration) - pct(from)}%`;
+      bar.style.opacity = String(1 - Math.min(depth, 4) * 0.15);
+      bar.title = spanSummary(request, k);
+      for (const event of span.events) {
+        const tick = document.createElement('i');
+        tick.className = 'event';
+        tick.style.left = `${Math.max(0, Math.min(100, Number(event.timestampNs - span.beginNs) / Math.max(1, duration) * 100))}%`;
+        bar.append(tick);
+      }
       const label = document.createElement('span');
       label.className = 'span-label';
-      label.textContent = `${row.name} ${fmtDur(row.duration)}`;
-      const end = pct(row.begin + row.duration);
+      label.textContent = `${span.name} ${fmtDur(duration)}`;
+      const end = pct(from + duration);
       // Beside the bar where there is room, else inside it.
       if (end < 60) label.style.left = `calc(${end}% + 4px)`;
-      else if (pct(row.begin) > 40) label.style.right = `calc(${100 - pct(row.begin)}% + 4px)`;
-      else { label.style.left = `calc(${pct(row.begin)}% + 4px)`; label.classList.add('inside'); }
+      else if (pct(from) > 40) label.style.right = `calc(${100 - pct(from)}% + 4px)`;
+      else { label.style.left = `calc(${pct(from)}% + 4px)`; label.classList.add('inside'); }
       line.append(bar, label);
+      line.addEventListener('click', () => showSpan(request, k));
       timeline.append(line);
     }
+    if (rows.length > MAX_ROWS) {
+      const more = document.createElement('div');
+      more.className = 'hint';
+      more.textContent = `… and ${(rows.length - MAX_ROWS).toLocaleString('en')} more spans, not drawn`;
+      timeline.append(more);
+    }
+    $('span-detail').hidden = true;
+  }
+
+  // One line per property and event of span k: the bar's tooltip.
+  function spanSummary(request, k) {
+    const span = request.spans[k];
+    const lines = [`${span.name}: ${fmtDur(Number(span.durationNs))} from +${fmtDur(Number(span.beginNs - request.beginNs))}`];
+    for (const [key, value] of span.properties) lines.push(`${key} = ${value}`);
+    for (const event of span.events) {
+      const props = fmtProperties(event.properties);
+      lines.push(`• ${event.name} at +${fmtDur(Number(event.timestampNs - span.beginNs))}${props ? ` (${props})` : ''}`);
+    }
+    return lines.join('\n');
+  }
+
+  // Span k's ids, times, properties and events, in the panel.
+  function showSpan(request, k) {
+    const span = request.spans[k];
+    const detail = $('span-detail');
+    detail.textContent = '';
+    const title = document.createElement('h3');
+    title.textContent = span.name;
+    const list = document.createElement('dl');
+    const row = (term, value) => {
+      const dt = document.createElement('dt');
+      dt.textContent = term;
+      const dd = document.createElement('dd');
+      dd.textContent = value;
+      list.append(dt, dd);
+    };
+    row('span id', span.spanId);
+    row('parent id', span.parentId + (span.parent >= 0 ? ` (${request.spans[span.parent].name})` : ''));
+    if (span.traceId !== request.traceId) row('trace id', span.traceId);
+    row('began', `+${fmtDur(Number(span.beginNs - request.beginNs))}`);
+    row('duration', fmtDur(Number(span.durationNs)));
+    for (const [key, value] of span.properties) row(key, value);
+    const events = document.createElement('ol');
+    events.className = 'events';
+    for (const event of span.events) {
+      const item = document.createElement('li');
+      const props = fmtProperties(event.properties);
+      item.textContent = `+${fmtDur(Number(event.timestampNs - span.beginNs))} ${event.name}${props ? `: ${props}` : ''}`;
+      events.append(item);
+    }
+    detail.append(title, list);
+    if (span.events.length) detail.append(events);
+    detail.hidden = false;
+    api.detail = { trace: request, span: k };
   }
 
   $('slowest').innerHTML = meta.slowest.map((r) =>
@@ -487,6 +536,15 @@
 
   api.view = () => ({ ...view });
   api.select = select;
+  // Data access for tools built on the page: the request at index i of the
+  // arrays (begin, duration, kind) as its decoded trace; a block's traces,
+  // or its requests' attributes; the block of a request, and how many.
+  api.trace = trace;
+  api.traces = traces;
+  api.attributes = attributes;
+  api.blockOf = blockOf;
+  api.blockCount = blockCount;
+  api.count = n;
   drawAll();
   api.ready = true;
 })();

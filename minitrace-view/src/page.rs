@@ -1,6 +1,7 @@
 //! The HTML page: every request's begin, duration and kind as typed arrays,
-//! the per-stage view as a raster, and the dump's own blocks for the traces,
-//! all inline in one file.
+//! the per-stage view as a raster, and the dump's own blocks for the traces
+//! (decoded in the browser by `decode.js` when a request is clicked), all
+//! inline in one file.
 //!
 //! The page draws a million points on `<canvas>`: one pass over the typed
 //! arrays adds each point into a pixel buffer and one `putImageData` shows
@@ -13,11 +14,14 @@ use std::io::{self, Read, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::write::EncoderWriter;
-use minitrace_flight::{Reader, Request, SummaryBuilder};
+use minitrace_flight::{Reader, RecordedTrace};
 
-use crate::{json_string, ViewError};
+use crate::{json_string, request_extent, request_name, SummaryBuilder, ViewError};
 
 const TEMPLATE: &str = include_str!("page.html");
+/// The block decoder (FORMAT.md of minitrace-flight, in JavaScript), then
+/// the page's script, which uses it.
+const DECODER: &str = include_str!("decode.js");
 const SCRIPT: &str = include_str!("page.js");
 
 /// The per-stage view's raster: columns of time since the request began.
@@ -50,9 +54,9 @@ fn shown(name: &str) -> Cow<'_, str> {
 /// What [`render_page`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageStats {
-    /// Requests on the page.
+    /// Requests (traces) on the page.
     pub requests: u64,
-    /// Their spans, roots not counted.
+    /// Their spans, roots included.
     pub spans: u64,
     /// The page's size in bytes.
     pub bytes: u64,
@@ -111,17 +115,20 @@ struct Gathered {
 }
 
 impl Gathered {
-    fn add(&mut self, request: &Request) {
-        self.begins.push(request.begin_unix_ns);
-        self.durations.push(request.duration_ns);
-        self.kinds.push(self.kind_names.id(&request.name, MAX_KINDS) as u8);
+    fn add(&mut self, trace: &RecordedTrace) {
+        let (begin, duration) = request_extent(trace);
+        self.begins.push(begin);
+        self.durations.push(duration);
+        self.kinds.push(self.kind_names.id(request_name(trace), MAX_KINDS) as u8);
         self.point_starts.push(self.points.len());
-        self.points.push((0, request.duration_ns as f32));
-        for span in &request.spans {
+        self.points.push((0, duration as f32));
+        // Every span but the root (the last, when held) is a stage.
+        let stages = &trace.spans[..trace.spans.len() - usize::from(trace.root().is_some())];
+        for span in stages {
             let stage = 1 + self.stage_names.id(&span.name, MAX_STAGES) as u8;
-            self.points.push((stage, span.begin_unix_ns.saturating_sub(request.begin_unix_ns) as f32));
+            self.points.push((stage, span.begin_time_unix_ns.saturating_sub(begin) as f32));
         }
-        self.spans += request.spans.len() as u64;
+        self.spans += trace.spans.len() as u64;
     }
 }
 
@@ -272,9 +279,9 @@ pub fn render_page<R: Read, W: Write>(
     while let Some(block) = reader.next_block() {
         let block = block?;
         gathered.block_starts.push(gathered.begins.len() as u64);
-        for request in &block.requests {
-            gathered.add(request);
-            summary.add(request);
+        for trace in &block.traces {
+            gathered.add(trace);
+            summary.add(trace);
         }
         gathered.blocks.push(block.compressed);
     }
@@ -337,7 +344,9 @@ pub fn render_page<R: Read, W: Write>(
     );
 
     let title = html_escape(title);
-    let values = [("{{TITLE}}", title.as_str()), ("/*{{META}}*/", meta.as_str()), ("/*{{SCRIPT}}*/", SCRIPT)];
+    let script = format!("{DECODER}\n{SCRIPT}");
+    let values =
+        [("{{TITLE}}", title.as_str()), ("/*{{META}}*/", meta.as_str()), ("/*{{SCRIPT}}*/", script.as_str())];
     let (head, tail) = TEMPLATE.split_once("<!--{{DATA}}-->").unwrap_or((TEMPLATE, ""));
     let (head, tail) = (fill(head, &values), fill(tail, &values));
 

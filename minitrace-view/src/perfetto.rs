@@ -4,9 +4,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{Read, Write};
 
-use minitrace_flight::{Reader, Request};
+use minitrace_flight::{Reader, RecordedTrace, SpanRecord};
 
-use crate::{write_json_string, ViewError};
+use crate::{request_extent, write_json_string, ViewError};
 
 /// Which requests [`export_perfetto`] writes. The default: all of them.
 #[derive(Debug, Clone, Default)]
@@ -25,10 +25,12 @@ pub struct PerfettoOptions {
 /// What [`export_perfetto`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exported {
-    /// Requests exported.
+    /// Requests (traces) exported.
     pub requests: u64,
-    /// Complete (`"ph":"X"`) events: one per request and one per span.
+    /// Complete (`"ph":"X"`) events: one per span, roots included.
     pub events: u64,
+    /// Instant (`"ph":"i"`) events: one per event of a span.
+    pub instants: u64,
     /// Tracks used: requests that overlap in time go to different tracks.
     pub tracks: u64,
 }
@@ -42,38 +44,44 @@ fn micros(ns: i128) -> String {
 }
 
 /// Streams a dump out as Chrome trace-event JSON: `{"traceEvents":[...]}`
-/// with a complete event (`"ph":"X"`) for each request's root and each span.
+/// with a complete event (`"ph":"X"`) for each span of each trace, the
+/// root's in the category `request` and the others' in `span`, and an
+/// instant event (`"ph":"i"`) for each event of a span.
 ///
 /// Each request goes to a track ("tid") of its own among those free at its
 /// begin, so that requests running at once, on one thread or not, never
-/// overlap on a track; the recorded thread is in each root's `args`. Times
-/// are microseconds since `origin_unix_ns` (in `otherData`), which keeps
-/// nanosecond precision that absolute epoch microseconds would lose.
+/// overlap on a track; the recorded thread, the trace id and whether the
+/// trace is whole are in the root's `args`, each span's ids and properties
+/// in its own. Times are microseconds since `origin_unix_ns` (in
+/// `otherData`), which keeps nanosecond precision that absolute epoch
+/// microseconds would lose.
 pub fn export_perfetto<R: Read, W: Write>(
     reader: Reader<R>,
     options: &PerfettoOptions,
     out: W,
 ) -> Result<Exported, ViewError> {
     let mut out = std::io::BufWriter::new(out);
-    let mut exported = Exported { requests: 0, events: 0, tracks: 0 };
+    let mut exported = Exported { requests: 0, events: 0, instants: 0, tracks: 0 };
     // Free tracks by the end of their last request: the earliest first.
     let mut tracks: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut origin = options.origin_unix_ns;
     let write = |out: &mut std::io::BufWriter<W>, text: &str| out.write_all(text.as_bytes());
     write(&mut out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n").map_err(ViewError::Output)?;
-    for request in reader {
-        let request = request?;
-        if let Some((begin, end)) = options.window {
-            if request.end_unix_ns() < begin || request.begin_unix_ns > end {
+    for trace in reader {
+        let trace = trace?;
+        let (begin, duration) = request_extent(&trace);
+        let end = begin.saturating_add(duration);
+        if let Some((from, to)) = options.window {
+            if end < from || begin > to {
                 continue;
             }
         }
         if options.limit.is_some_and(|limit| exported.requests as usize >= limit) {
             break;
         }
-        let origin = *origin.get_or_insert(request.begin_unix_ns);
+        let origin = *origin.get_or_insert(begin);
         let track = match tracks.peek() {
-            Some(&Reverse((end, track))) if end <= request.begin_unix_ns => {
+            Some(&Reverse((free_at, track))) if free_at <= begin => {
                 tracks.pop();
                 track
             }
@@ -82,15 +90,18 @@ pub fn export_perfetto<R: Read, W: Write>(
                 exported.tracks
             }
         };
-        tracks.push(Reverse((request.end_unix_ns(), track)));
-        write_request(&mut out, &request, origin, track, exported.events == 0).map_err(ViewError::Output)?;
+        tracks.push(Reverse((end, track)));
+        let first = exported.events + exported.instants == 0;
+        let written = write_trace(&mut out, &trace, origin, track, first).map_err(ViewError::Output)?;
         exported.requests += 1;
-        exported.events += 1 + request.spans.len() as u64;
+        exported.events += trace.spans.len() as u64;
+        exported.instants += written;
     }
     let origin = origin.unwrap_or(0);
     let mut tail = String::new();
     for track in 1..=exported.tracks {
-        tail.push_str(if exported.events == 0 && track == 1 { "" } else { ",\n" });
+        let nothing_before = exported.events + exported.instants == 0 && track == 1;
+        tail.push_str(if nothing_before { "" } else { ",\n" });
         tail.push_str(&format!(
             "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":{track},\"args\":{{\"name\":\"requests {track}\"}}}}"
         ));
@@ -103,49 +114,87 @@ pub fn export_perfetto<R: Read, W: Write>(
     Ok(exported)
 }
 
-/// Writes one request's events, the root first, streamed: a name or a
-/// property of many megabytes is escaped straight into the output, never
-/// held again in memory.
-fn write_request(
+/// Writes `properties` as the members of a JSON object, streamed.
+fn write_properties<'a>(
     out: &mut impl Write,
-    request: &Request,
-    origin: u64,
-    track: u64,
-    first: bool,
+    properties: impl IntoIterator<Item = &'a (std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)>,
 ) -> std::io::Result<()> {
-    let at = |ns: u64| micros(i128::from(ns) - i128::from(origin));
-    if !first {
-        out.write_all(b",\n")?;
-    }
-    out.write_all(b"{\"ph\":\"X\",\"cat\":\"request\",\"name\":")?;
-    write_json_string(out, &request.name)?;
-    write!(
-        out,
-        ",\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{},\"args\":{{\"trace_id\":\"{:032x}\",\"thread\":{},\"duration\":",
-        at(request.begin_unix_ns),
-        micros(i128::from(request.duration_ns)),
-        request.trace_id,
-        request.thread,
-    )?;
-    write_json_string(out, &minitrace_flight::format_duration(request.duration_ns))?;
-    for (key, value) in &request.properties {
-        out.write_all(b",")?;
+    for (at, (key, value)) in properties.into_iter().enumerate() {
+        if at > 0 {
+            out.write_all(b",")?;
+        }
         write_json_string(out, key)?;
         out.write_all(b":")?;
         write_json_string(out, value)?;
     }
-    out.write_all(b"}}")?;
-    for span in &request.spans {
-        out.write_all(b",\n{\"ph\":\"X\",\"cat\":\"span\",\"name\":")?;
-        write_json_string(out, &span.name)?;
-        write!(
-            out,
-            ",\"pid\":1,\"tid\":{track},\"ts\":{},\"dur\":{}}}",
-            at(span.begin_unix_ns),
-            micros(i128::from(span.duration_ns)),
-        )?;
-    }
     Ok(())
+}
+
+/// Writes one trace's events, the root first, streamed: a name or a
+/// property of many megabytes is escaped straight into the output, never
+/// held again in memory. Returns the instant events written.
+fn write_trace(
+    out: &mut impl Write,
+    trace: &RecordedTrace,
+    origin: u64,
+    track: u64,
+    first: bool,
+) -> std::io::Result<u64> {
+    let at = |ns: u64| micros(i128::from(ns) - i128::from(origin));
+    let root = trace.root();
+    // The root (the last span, when held) first, then the others in order.
+    let others = &trace.spans[..trace.spans.len() - usize::from(root.is_some())];
+    let spans = root.map(|root| (root, true)).into_iter().chain(others.iter().map(|span| (span, false)));
+    let mut instants = 0;
+    for (index, (span, is_root)) in spans.enumerate() {
+        if !first || index > 0 {
+            out.write_all(b",\n")?;
+        }
+        let cat = if is_root { "request" } else { "span" };
+        write_span(out, span, cat, track, at(span.begin_time_unix_ns))?;
+        if is_root || root.is_none() {
+            write!(
+                out,
+                ",\"trace_id\":\"{}\",\"thread\":{},\"complete\":{}",
+                trace.trace_id, trace.thread, trace.complete
+            )?;
+        }
+        if is_root {
+            out.write_all(b",\"duration\":")?;
+            write_json_string(out, &crate::format_duration(span.duration_ns))?;
+        }
+        out.write_all(b",\"properties\":{")?;
+        write_properties(out, &span.properties)?;
+        out.write_all(b"}}}")?;
+        for event in &span.events {
+            out.write_all(b",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":")?;
+            write_json_string(out, &event.name)?;
+            write!(out, ",\"pid\":1,\"tid\":{track},\"ts\":{},\"args\":{{", at(event.timestamp_unix_ns))?;
+            write_properties(out, &event.properties)?;
+            out.write_all(b"}}")?;
+            instants += 1;
+        }
+    }
+    Ok(instants)
+}
+
+/// Writes a span's complete event up to its `args`' ids, left open.
+fn write_span(
+    out: &mut impl Write,
+    span: &SpanRecord,
+    cat: &str,
+    track: u64,
+    ts: String,
+) -> std::io::Result<()> {
+    write!(out, "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":")?;
+    write_json_string(out, &span.name)?;
+    write!(
+        out,
+        ",\"pid\":1,\"tid\":{track},\"ts\":{ts},\"dur\":{},\"args\":{{\"span_id\":\"{}\",\"parent_id\":\"{}\"",
+        micros(i128::from(span.duration_ns)),
+        span.span_id,
+        span.parent_id,
+    )
 }
 
 #[cfg(test)]

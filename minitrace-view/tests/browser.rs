@@ -45,12 +45,36 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     // The topmost point is one of the slow outliers: the click selects it,
     // decoded from its block in the browser, with the trace id the dump holds.
     let selected = results["selectedTrace"].as_str().unwrap();
-    let slowest: Vec<String> = summary.slowest.iter().map(|slow| format!("{:032x}", slow.trace_id)).collect();
+    let slowest: Vec<String> = summary.slowest.iter().map(|slow| slow.trace_id.to_string()).collect();
     assert!(slowest.iter().any(|id| id == selected), "selected {selected}, slowest {slowest:?}");
     let slow = &summary.slowest[slowest.iter().position(|id| id == selected).unwrap()];
-    assert_eq!(results["selectedDuration"], minitrace_flight::format_duration(slow.duration_ns));
+    assert_eq!(results["selectedDuration"], minitrace_view::format_duration(slow.duration_ns));
     assert_eq!(results["bars"], 11, "the root and its 10 spans");
     assert_eq!(results["visibleBars"], 11);
+    // The slowest are the blocked requests: the root's property in the
+    // panel, and the blocked stage's property and event, which the synthetic
+    // population gives only them, in the span's detail on a click.
+    let properties = results["selectedProperties"].as_str().unwrap();
+    assert!(properties.starts_with("shard=") && properties.len() <= "shard=15".len(), "{properties}");
+    let detail = results["spanDetail"].as_str().unwrap();
+    let stage = if slow.name == "kv::get" { "store::get" } else { "store::put" };
+    assert!(detail.starts_with(stage), "{detail}");
+    for text in ["span id", "parent id", "lockstore", "lock acquired: waited_ns="] {
+        assert!(detail.contains(text), "{text:?} in {detail:?}");
+    }
+    assert!(results["spanTooltip"].as_str().unwrap().contains("• lock acquired at +"), "{results}");
+    assert_eq!(results["eventTicks"], 1);
+    // Every request's attributes, read through the page's data access: the
+    // same population, named as the page's legend counts it.
+    let attributes = &results["attributes"];
+    eprintln!("attributes of every request: {} ms", attributes["ms"]);
+    assert_eq!(
+        (attributes["requests"].as_u64(), attributes["spans"].as_u64()),
+        (Some(1_000_000), Some(11_000_000))
+    );
+    let names = attributes["names"].as_object().unwrap();
+    assert_eq!(names.keys().collect::<Vec<_>>(), ["kv::get", "kv::put"]);
+    assert_eq!(names.values().map(|count| count.as_u64().unwrap()).sum::<u64>(), 1_000_000);
     assert_eq!(results["zoomedIn"], true);
 }
 

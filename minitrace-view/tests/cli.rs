@@ -34,8 +34,8 @@ fn by_default_it_writes_the_page_beside_the_dump_and_prints_the_summary() {
     let output = view(&[&dump]);
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(stdout.starts_with("20000 requests, 200000 spans\nlatency  p50 "), "{stdout}");
-    let slowest = format!("trace {:032x}", summary.slowest[0].trace_id);
+    assert!(stdout.starts_with("20000 requests, 220000 spans\nlatency  p50 "), "{stdout}");
+    let slowest = format!("trace {}", summary.slowest[0].trace_id);
     assert!(stdout.contains(&slowest), "the slowest request is listed: {stdout}");
     assert!(stdout.contains(&format!("page: {}", dir.join("service.html").display())), "{stdout}");
 
@@ -101,10 +101,10 @@ fn the_perfetto_export_around_a_request_keeps_what_overlapped_it() {
     let dump = dir.join("dump.mtf");
     let summary = support::synthetic_dump(&dump, 200_000);
     let slow = &summary.slowest[0];
-    let (trace, _) = perfetto(&dump, &["--around", &format!("{:x}", slow.trace_id)]);
+    let (trace, _) = perfetto(&dump, &["--around", &format!("{:x}", slow.trace_id.0)]);
     let roots: Vec<&Value> =
         complete_events(&trace).into_iter().filter(|event| event["cat"] == "request").collect();
-    let id = format!("{:032x}", slow.trace_id);
+    let id = slow.trace_id.to_string();
     assert!(roots.iter().any(|root| root["args"]["trace_id"] == id.as_str()), "the slow request itself");
     // A slow request of tens of ms overlaps thousands of 8 µs-spaced arrivals, not all 200 000.
     assert!(roots.len() > 1_000 && roots.len() < 50_000, "{} requests", roots.len());
@@ -142,10 +142,13 @@ fn bad_dumps_are_clear_errors_and_leave_no_page() {
     newer[8] = 9;
     let mut corrupted = bytes.clone();
     corrupted[bytes.len() / 2] ^= 0xff;
-    let cases: [(&str, &[u8], &str); 5] = [
+    let mut version_1 = bytes.clone();
+    version_1[8] = 1;
+    let cases: [(&str, &[u8], &str); 6] = [
         ("empty", b"", "the file is empty: not a minitrace flight dump"),
         ("not-a-dump", b"<html>not a dump</html>", "not a minitrace flight dump"),
-        ("newer", &newer, "newer version of the format (9); this reader reads up to version 1"),
+        ("newer", &newer, "newer version of the format (9); this reader reads up to version 2"),
+        ("version-1", &version_1, "written in version 1 of the format, which this reader no longer reads"),
         ("truncated", &bytes[..bytes.len() - 100], "the dump is truncated at byte"),
         ("corrupted", &corrupted, "the dump is corrupted: block"),
     ];

@@ -4,8 +4,9 @@
 //   node scripts/browser/check.mjs PAGE.html OUTDIR     (run by scripts/browser.sh)
 //
 // It waits for the page's load, finds the scatter's drawn pixels on its
-// canvas, clicks the topmost drawn point (the slowest request), and reads
-// the trace panel. The caller asserts on the results.
+// canvas, clicks the topmost drawn point (the slowest request), reads the
+// trace panel, and clicks the first span with events for its detail. The
+// caller asserts on the results.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -76,11 +77,39 @@ try {
         null, { timeout: 10_000 }).catch(() => {});
       result.selectedTrace = await page.$eval('#selected-trace', (el) => el.textContent);
       result.selectedDuration = await page.$eval('#selected-duration', (el) => el.textContent);
+      result.selectedProperties = await page.$eval('#selected-properties', (el) => el.textContent);
       result.bars = await page.$$eval('#timeline .bar', (bars) => bars.length);
       result.visibleBars = await page.$$eval('#timeline .bar', (bars) =>
         bars.filter((bar) => bar.getBoundingClientRect().width >= 1).length);
+      result.eventTicks = await page.$$eval('#timeline .bar .event', (ticks) => ticks.length);
+      // The first span with events: its tooltip, and its detail on a click.
+      const withEvents = await page.$('#timeline .bar.has-events');
+      result.spanTooltip = withEvents && await withEvents.getAttribute('title');
+      result.spanDetail = null;
+      if (withEvents) {
+        await withEvents.click();
+        await page.waitForFunction(() => !document.getElementById('span-detail').hidden, null, { timeout: 10_000 });
+        result.spanDetail = await page.$eval('#span-detail', (el) => el.textContent);
+      }
       await page.screenshot({ path: path.join(outDir, 'selected.png'), fullPage: true });
     }
+
+    // The attributes of every request, a block at a time, through the
+    // page's data access: how many, the names, and the time it took.
+    result.attributes = await page.evaluate(async () => {
+      const started = performance.now();
+      const names = {};
+      let requests = 0;
+      let spans = 0;
+      for (let b = 0; b < window.mtview.blockCount; b++) {
+        for (const request of await window.mtview.attributes(b)) {
+          requests++;
+          spans += request.spanNames.length;
+          names[request.name] = (names[request.name] || 0) + 1;
+        }
+      }
+      return { requests, spans, names, ms: Math.round(performance.now() - started) };
+    });
 
     // A wheel turn over the scatter zooms both axes in.
     const before = await page.evaluate(() => window.mtview.view());

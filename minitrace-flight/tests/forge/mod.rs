@@ -14,7 +14,10 @@ use std::process::Command;
 
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
-use minitrace_flight::{synthetic, FormatError, Reader, Request, SpanEntry, Writer, MAX_BLOCK_BYTES};
+use minitrace_flight::{
+    synthetic, EventRecord, FormatError, Reader, RecordedTrace, SpanId, SpanRecord, TraceId, Writer,
+    MAX_BLOCK_BYTES,
+};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -22,7 +25,7 @@ pub const MIB: u64 = 1 << 20;
 ///
 /// The forged files are small (their compressed payloads are at most a few
 /// MiB), so what a reader holds is one block's inflated payload, at most
-/// `MAX_BLOCK_BYTES` (64 MiB), and its decoded requests, whose decoded size
+/// `MAX_BLOCK_BYTES` (64 MiB), and its decoded traces, whose decoded size
 /// is at most `MAX_BLOCK_BYTES` too and which that size is weighed to cover
 /// (struct sizes, the allocator's overhead on short strings). The test
 /// harness, the forged input and the viewer's page add a few MiB; 32 MiB
@@ -39,18 +42,30 @@ pub const ADDRESS_SPACE_LIMIT: u64 = 1 << 30;
 
 pub const STRINGS: usize = 0;
 pub const TRACE_IDS: usize = 1;
-pub const NAMES: usize = 2;
-pub const THREADS: usize = 3;
+pub const THREADS: usize = 2;
+pub const FLAGS: usize = 3;
 pub const BEGINS: usize = 4;
-pub const DURATIONS: usize = 5;
-pub const PROPERTY_COUNTS: usize = 6;
-pub const PROPERTIES: usize = 7;
-pub const SPAN_COUNTS: usize = 8;
-pub const SPAN_NAMES: usize = 9;
-pub const SPAN_PARENTS: usize = 10;
-pub const SPAN_BEGINS: usize = 11;
-pub const SPAN_DURATIONS: usize = 12;
-pub const SECTIONS: usize = 13;
+pub const SPAN_COUNTS: usize = 5;
+pub const SPAN_TRACE_IDS: usize = 6;
+pub const SPAN_IDS: usize = 7;
+pub const ID_LITERALS: usize = 8;
+pub const PARENTS: usize = 9;
+pub const PARENT_LITERALS: usize = 10;
+pub const NAMES: usize = 11;
+pub const SPAN_BEGINS: usize = 12;
+pub const SPAN_DURATIONS: usize = 13;
+pub const PROPERTY_COUNTS: usize = 14;
+pub const PROPERTIES: usize = 15;
+pub const EVENT_COUNTS: usize = 16;
+pub const EVENT_NAMES: usize = 17;
+pub const EVENT_TIMES: usize = 18;
+pub const EVENT_PROPERTY_COUNTS: usize = 19;
+pub const SECTIONS: usize = 20;
+
+/// The sections every span takes a number of (FORMAT.md: a span's id code,
+/// parent code, name, begin, duration, property and event counts).
+pub const SPAN_SECTIONS: [usize; 7] =
+    [SPAN_IDS, PARENTS, NAMES, SPAN_BEGINS, SPAN_DURATIONS, PROPERTY_COUNTS, EVENT_COUNTS];
 
 pub fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -87,14 +102,41 @@ impl Payload {
         self
     }
 
-    /// One request's fixed fields: trace id, name string, thread, begin,
-    /// duration.
-    pub fn request(&mut self, name: u64) -> &mut Payload {
+    /// One trace's fixed fields: trace id, thread, flags (complete),
+    /// begin, and its count of spans.
+    pub fn trace(&mut self, spans: u64) -> &mut Payload {
         self.bytes(TRACE_IDS, &[0x5e; 16])
-            .num(NAMES, name)
             .num(THREADS, 1)
+            .bytes(FLAGS, &[1])
             .num(BEGINS, 1_000)
-            .num(DURATIONS, 9)
+            .num(SPAN_COUNTS, spans)
+    }
+
+    /// One span named by string `name`: the id after the one before, no
+    /// parent, no properties or events.
+    pub fn span(&mut self, name: u64) -> &mut Payload {
+        self.num(SPAN_IDS, 1)
+            .num(PARENTS, 0)
+            .num(NAMES, name)
+            .num(SPAN_BEGINS, 0)
+            .num(SPAN_DURATIONS, 9)
+            .num(PROPERTY_COUNTS, 0)
+            .num(EVENT_COUNTS, 0)
+    }
+
+    /// `times` spans named by string `name`, as [`Payload::span`]: a column
+    /// at a time.
+    pub fn spans(&mut self, name: u64, times: usize) -> &mut Payload {
+        for section in SPAN_SECTIONS {
+            let value = match section {
+                SPAN_IDS => 1,
+                NAMES => name,
+                SPAN_DURATIONS => 9,
+                _ => 0,
+            };
+            self.repeat(section, value, times);
+        }
+        self
     }
 
     /// The payload: the sections' lengths, then the sections.
@@ -109,10 +151,10 @@ impl Payload {
         raw
     }
 
-    /// The block of `requests` requests that holds this payload.
-    pub fn block(&self, requests: u32) -> Vec<u8> {
+    /// The block of `traces` traces that holds this payload.
+    pub fn block(&self, traces: u32) -> Vec<u8> {
         let raw = self.raw();
-        block(&zlib(&raw), raw.len() as u32, requests)
+        block(&zlib(&raw), raw.len() as u32, traces)
     }
 }
 
@@ -137,18 +179,18 @@ fn crc(kind: u8, fields: &[u8], payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// A block framed around `compressed`, declaring `raw_len` and `requests`,
+/// A block framed around `compressed`, declaring `raw_len` and `traces`,
 /// its checksum valid whatever it declares.
-pub fn block(compressed: &[u8], raw_len: u32, requests: u32) -> Vec<u8> {
-    block_declaring(compressed, compressed.len() as u32, raw_len, requests)
+pub fn block(compressed: &[u8], raw_len: u32, traces: u32) -> Vec<u8> {
+    block_declaring(compressed, compressed.len() as u32, raw_len, traces)
 }
 
 /// A block that declares `compressed_len` whatever `compressed` holds.
-pub fn block_declaring(compressed: &[u8], compressed_len: u32, raw_len: u32, requests: u32) -> Vec<u8> {
+pub fn block_declaring(compressed: &[u8], compressed_len: u32, raw_len: u32, traces: u32) -> Vec<u8> {
     let mut fields = Vec::with_capacity(12);
     fields.extend_from_slice(&compressed_len.to_le_bytes());
     fields.extend_from_slice(&raw_len.to_le_bytes());
-    fields.extend_from_slice(&requests.to_le_bytes());
+    fields.extend_from_slice(&traces.to_le_bytes());
     let mut out = vec![1u8];
     out.extend_from_slice(&crc(1, &fields, compressed).to_le_bytes());
     out.extend_from_slice(&fields);
@@ -157,14 +199,14 @@ pub fn block_declaring(compressed: &[u8], compressed_len: u32, raw_len: u32, req
 }
 
 /// A whole dump: the header, `blocks`, and an end marker that counts
-/// `requests` and `spans` (`None`: no end marker, a cut dump).
+/// `traces` and `spans` (`None`: no end marker, a cut dump).
 pub fn dump(blocks: &[Vec<u8>], end: Option<(u64, u64)>) -> Vec<u8> {
-    let mut out = b"MTFLIGHT\x01\x00".to_vec();
+    let mut out = b"MTFLIGHT\x02\x00".to_vec();
     for block in blocks {
         out.extend_from_slice(block);
     }
-    if let Some((requests, spans)) = end {
-        let mut fields = requests.to_le_bytes().to_vec();
+    if let Some((traces, spans)) = end {
+        let mut fields = traces.to_le_bytes().to_vec();
         fields.extend_from_slice(&spans.to_le_bytes());
         out.push(2);
         out.extend_from_slice(&crc(2, &fields, &[]).to_le_bytes());
@@ -213,7 +255,7 @@ pub fn fix_checksums(bytes: &mut [u8]) {
 /// What reading a forged dump must give.
 #[derive(Debug, Clone, Copy)]
 pub enum Expect {
-    /// The dump reads whole: this many requests.
+    /// The dump reads whole: this many traces.
     Reads(usize),
     /// `FormatError::Corrupt` whose message holds this text.
     Corrupt(&'static str),
@@ -230,45 +272,58 @@ fn with_string(len: usize) -> Payload {
     payload
 }
 
-/// One 1 MiB string referenced by the 200 000 spans of one request: a few
-/// KiB compressed, ~200 GiB had every reference been cloned.
+/// One 1 MiB string naming the 200 000 spans of one trace: a few KiB
+/// compressed, ~200 GiB had every reference been cloned.
 pub fn string_bomb() -> Vec<u8> {
     const SPANS: usize = 200_000;
     let mut payload = with_string(1 << 20);
-    payload.request(0).num(PROPERTY_COUNTS, 0).num(SPAN_COUNTS, SPANS as u64);
-    payload.repeat(SPAN_NAMES, 0, SPANS).repeat(SPAN_PARENTS, 0, SPANS);
-    payload.repeat(SPAN_BEGINS, 0, SPANS).repeat(SPAN_DURATIONS, 0, SPANS);
+    payload.trace(SPANS as u64).spans(0, SPANS);
     dump(&[payload.block(1)], Some((1, SPANS as u64)))
 }
 
 /// The same string as the key and value of 100 000 properties, spread
-/// over 1 000 requests.
+/// over the spans of 1 000 traces.
 pub fn property_bomb() -> Vec<u8> {
     let mut payload = with_string(1 << 20);
     for _ in 0..1_000 {
-        payload.request(0).num(PROPERTY_COUNTS, 100).repeat(PROPERTIES, 0, 200).num(SPAN_COUNTS, 0);
+        payload.trace(1).span(0);
+        payload.sections[PROPERTY_COUNTS].pop();
+        payload.num(PROPERTY_COUNTS, 100).repeat(PROPERTIES, 0, 200);
     }
-    dump(&[payload.block(1_000)], Some((1_000, 0)))
+    dump(&[payload.block(1_000)], Some((1_000, 1_000)))
 }
 
-/// A small valid payload of one request and no span.
-fn one_request() -> Payload {
+/// The same string as the name of 100 000 events of one span, and the
+/// value of a property of each.
+pub fn event_bomb() -> Vec<u8> {
+    const EVENTS: usize = 100_000;
+    let mut payload = with_string(1 << 20);
+    payload.trace(1).span(0);
+    payload.sections[EVENT_COUNTS].clear();
+    payload.num(EVENT_COUNTS, EVENTS as u64);
+    payload.repeat(EVENT_NAMES, 0, EVENTS).repeat(EVENT_TIMES, 0, EVENTS);
+    payload.repeat(EVENT_PROPERTY_COUNTS, 1, EVENTS).repeat(PROPERTIES, 0, 2 * EVENTS);
+    dump(&[payload.block(1)], Some((1, 1)))
+}
+
+/// A small valid payload of one trace of one span.
+fn one_trace() -> Payload {
     let mut payload = Payload::default();
     payload.num(STRINGS, 1).num(STRINGS, 3).bytes(STRINGS, b"get");
-    payload.request(0).num(PROPERTY_COUNTS, 0).num(SPAN_COUNTS, 0);
+    payload.trace(1).span(0);
     payload
 }
 
 /// A block declaring that its payload inflates to 1 GiB, its checksum valid.
 pub fn declares_a_gib() -> Vec<u8> {
-    let compressed = zlib(&one_request().raw());
-    dump(&[block(&compressed, 1 << 30, 1)], Some((1, 0)))
+    let compressed = zlib(&one_trace().raw());
+    dump(&[block(&compressed, 1 << 30, 1)], Some((1, 1)))
 }
 
 /// A block declaring a compressed payload of 1 GiB, of which the file holds
 /// a few bytes.
 pub fn declares_a_gib_compressed() -> Vec<u8> {
-    let raw = one_request().raw();
+    let raw = one_trace().raw();
     dump(&[block_declaring(&zlib(&raw), 1 << 30, raw.len() as u32, 1)], None)
 }
 
@@ -276,82 +331,99 @@ pub fn declares_a_gib_compressed() -> Vec<u8> {
 /// which the file holds a few bytes: a cut dump, read without reserving
 /// what it declares.
 pub fn declares_the_limit_and_is_cut() -> Vec<u8> {
-    let raw = one_request().raw();
+    let raw = one_trace().raw();
     dump(&[block_declaring(&zlib(&raw), MAX_BLOCK_BYTES as u32, MAX_BLOCK_BYTES as u32, 1)], None)
 }
 
 /// A block declaring the largest payload allowed that inflates to a few
 /// bytes.
 pub fn declares_the_limit_inflates_to_little() -> Vec<u8> {
-    let compressed = zlib(&one_request().raw());
-    dump(&[block(&compressed, MAX_BLOCK_BYTES as u32, 1)], Some((1, 0)))
+    let compressed = zlib(&one_trace().raw());
+    dump(&[block(&compressed, MAX_BLOCK_BYTES as u32, 1)], Some((1, 1)))
 }
 
-/// A block whose header claims 4 294 967 295 requests.
-pub fn claims_billions_of_requests() -> Vec<u8> {
-    dump(&[one_request().block(u32::MAX)], Some((u64::from(u32::MAX), 0)))
+/// A block whose header claims 4 294 967 295 traces.
+pub fn claims_billions_of_traces() -> Vec<u8> {
+    dump(&[one_trace().block(u32::MAX)], Some((u64::from(u32::MAX), 1)))
 }
 
-/// A request whose span count claims 5 000 000 spans, its span sections
+/// A trace whose span count claims 5 000 000 spans, its span sections
 /// holding one.
 pub fn claims_millions_of_spans() -> Vec<u8> {
-    let mut payload = one_request();
+    let mut payload = one_trace();
     payload.sections[SPAN_COUNTS].clear();
     payload.num(SPAN_COUNTS, 5_000_000);
-    for section in [SPAN_NAMES, SPAN_PARENTS, SPAN_BEGINS, SPAN_DURATIONS] {
-        payload.num(section, 0);
-    }
     dump(&[payload.block(1)], Some((1, 5_000_000)))
 }
 
-/// A request whose span count claims 500 000 spans, within the limit, its
-/// span sections holding ten: refused without reserving the 500 000.
+/// A trace whose span count claims 300 000 spans, within the limit, its
+/// span sections holding ten: refused without reserving the 300 000.
 pub fn claims_spans_it_lacks() -> Vec<u8> {
-    let mut payload = one_request();
+    let mut payload = one_trace();
     payload.sections[SPAN_COUNTS].clear();
-    payload.num(SPAN_COUNTS, 500_000);
-    for section in [SPAN_NAMES, SPAN_PARENTS, SPAN_BEGINS, SPAN_DURATIONS] {
-        payload.repeat(section, 0, 10);
-    }
-    dump(&[payload.block(1)], Some((1, 500_000)))
+    payload.num(SPAN_COUNTS, 300_000).spans(0, 9);
+    dump(&[payload.block(1)], Some((1, 300_000)))
 }
 
-/// 2 000 000 spans that are really there (8 MB of zeros, compressed to a
-/// few KiB): more than the limit, at 80 bytes a span.
+/// 2 000 000 spans that are really there (14 MB of small numbers,
+/// compressed to a few KiB): more than the limit, at 160 bytes a span.
 pub fn millions_of_real_spans() -> Vec<u8> {
     const SPANS: usize = 2_000_000;
-    let mut payload = one_request();
-    payload.sections[SPAN_COUNTS].clear();
-    payload.num(SPAN_COUNTS, SPANS as u64);
-    for section in [SPAN_NAMES, SPAN_PARENTS, SPAN_BEGINS, SPAN_DURATIONS] {
-        payload.repeat(section, 0, SPANS);
-    }
+    let mut payload = Payload::default();
+    payload.num(STRINGS, 1).num(STRINGS, 3).bytes(STRINGS, b"get");
+    payload.trace(SPANS as u64).spans(0, SPANS);
     dump(&[payload.block(1)], Some((1, SPANS as u64)))
 }
 
 /// A string table that claims 2^40 strings.
 pub fn claims_a_trillion_strings() -> Vec<u8> {
-    let mut payload = one_request();
+    let mut payload = one_trace();
     payload.sections[STRINGS].clear();
     payload.num(STRINGS, 1 << 40).num(STRINGS, 3).bytes(STRINGS, b"get");
-    dump(&[payload.block(1)], Some((1, 0)))
+    dump(&[payload.block(1)], Some((1, 1)))
 }
 
-/// A request whose property count claims 2^62 properties.
+/// A span whose property count claims 2^62 properties.
 pub fn claims_endless_properties() -> Vec<u8> {
-    let mut payload = one_request();
+    let mut payload = one_trace();
     payload.sections[PROPERTY_COUNTS].clear();
     payload.num(PROPERTY_COUNTS, 1 << 62).num(PROPERTIES, 0).num(PROPERTIES, 0);
-    dump(&[payload.block(1)], Some((1, 0)))
+    dump(&[payload.block(1)], Some((1, 1)))
 }
 
-/// Size of the string in [`largest_block`]: its request's decoded size
-/// (FORMAT.md, "Limits") is then exactly the limit.
-pub const LARGEST_STRING: usize = MAX_BLOCK_BYTES - 16 * 2 - 192 - 112;
+/// A span whose event count claims 2^62 events.
+pub fn claims_endless_events() -> Vec<u8> {
+    let mut payload = one_trace();
+    payload.sections[EVENT_COUNTS].clear();
+    payload.num(EVENT_COUNTS, 1 << 62).num(EVENT_NAMES, 0).num(EVENT_TIMES, 0).num(EVENT_PROPERTY_COUNTS, 0);
+    dump(&[payload.block(1)], Some((1, 1)))
+}
 
-/// A valid block at the limit: one request whose property value is a
-/// string of almost 64 MiB (one letter repeated, so 300 KiB compressed).
-/// It reads.
+/// A span whose parent is named by a place 1 000 spans before the first.
+pub fn a_parent_outside_the_trace() -> Vec<u8> {
+    let mut payload = one_trace();
+    payload.sections[PARENTS].clear();
+    // 3 + zigzag(1 000): the span 1 001 places before this one.
+    payload.num(PARENTS, 3 + 2_000);
+    dump(&[payload.block(1)], Some((1, 1)))
+}
+
+/// A trace whose flags set a bit no version defines.
+pub fn unknown_flags() -> Vec<u8> {
+    let mut payload = one_trace();
+    payload.sections[FLAGS] = vec![0x81];
+    dump(&[payload.block(1)], Some((1, 1)))
+}
+
+/// Size of the string in [`largest_block`]: its trace's decoded size
+/// (FORMAT.md, "Limits") is then exactly the limit: two table entries (16
+/// each), the trace (96), its span (160), the span's list of properties
+/// (32) and its one property (112).
+pub const LARGEST_STRING: usize = MAX_BLOCK_BYTES - 16 * 2 - 96 - 160 - 32 - 112;
+
+/// A valid block at the limit: one trace of one span whose property value
+/// is a string of almost 64 MiB (one letter repeated, so 300 KiB
+/// compressed). It reads.
 pub fn largest_block() -> Vec<u8> {
     let len = LARGEST_STRING;
     // The string table: "" and the long string, each once.
@@ -360,7 +432,9 @@ pub fn largest_block() -> Vec<u8> {
     varint(&mut strings, 0);
     varint(&mut strings, len as u64);
     let mut payload = Payload::default();
-    payload.request(0).num(PROPERTY_COUNTS, 1).num(PROPERTIES, 0).num(PROPERTIES, 1).num(SPAN_COUNTS, 0);
+    payload.trace(1).span(0);
+    payload.sections[PROPERTY_COUNTS].clear();
+    payload.num(PROPERTY_COUNTS, 1).num(PROPERTIES, 0).num(PROPERTIES, 1);
     let mut head = Vec::new();
     varint(&mut head, (strings.len() + len) as u64);
     for section in &payload.sections[1..] {
@@ -382,12 +456,13 @@ pub fn largest_block() -> Vec<u8> {
     }
     let raw_len =
         head.len() + strings.len() + len + payload.sections[1..].iter().map(Vec::len).sum::<usize>();
-    dump(&[block(&encoder.finish().unwrap(), raw_len as u32, 1)], Some((1, 0)))
+    dump(&[block(&encoder.finish().unwrap(), raw_len as u32, 1)], Some((1, 1)))
 }
 
-/// Distinct names of a MiB each: 48 span names in one block, then a root
-/// name in each of 40 blocks more. A valid dump, whose names a viewer must
-/// not keep whole (its legends keep hundreds of names).
+/// Distinct names of a MiB each: 48 span names in one block's trace (its
+/// root named "r"), then a root name in each of 40 blocks more. A valid
+/// dump, whose names a viewer must not keep whole (its legends keep
+/// hundreds of names).
 pub fn long_distinct_names() -> Vec<u8> {
     let name = |index: usize| {
         let mut name = format!("{index:04}").into_bytes();
@@ -396,24 +471,21 @@ pub fn long_distinct_names() -> Vec<u8> {
     };
     let mut first = Payload::default();
     first.num(STRINGS, 49).num(STRINGS, 1).bytes(STRINGS, b"r");
+    first.trace(49);
     for index in 0..48 {
         first.num(STRINGS, 1 << 20).bytes(STRINGS, &name(index));
-        first
-            .num(SPAN_NAMES, 1 + index as u64)
-            .num(SPAN_PARENTS, 0)
-            .num(SPAN_BEGINS, 0)
-            .num(SPAN_DURATIONS, 1);
+        first.span(1 + index as u64);
     }
-    first.request(0).num(PROPERTY_COUNTS, 0).num(SPAN_COUNTS, 48);
+    first.span(0);
     let mut blocks = vec![first.block(1)];
     drop(first);
     for index in 0..40 {
         let mut payload = Payload::default();
         payload.num(STRINGS, 1).num(STRINGS, 1 << 20).bytes(STRINGS, &name(1_000 + index));
-        payload.request(0).num(PROPERTY_COUNTS, 0).num(SPAN_COUNTS, 0);
+        payload.trace(1).span(0);
         blocks.push(payload.block(1));
     }
-    dump(&blocks, Some((41, 48)))
+    dump(&blocks, Some((41, 49 + 40)))
 }
 
 /// A forged dump: its name, how to make it, and what reading it must give.
@@ -426,6 +498,7 @@ pub fn forgeries() -> Vec<Forgery> {
     vec![
         ("string bomb", string_bomb, Expect::Corrupt(OVER_THE_LIMIT)),
         ("property bomb", property_bomb, Expect::Corrupt(OVER_THE_LIMIT)),
+        ("event bomb", event_bomb, Expect::Corrupt(OVER_THE_LIMIT)),
         ("declares a GiB", declares_a_gib, Expect::Corrupt(BEYOND)),
         ("declares a GiB compressed", declares_a_gib_compressed, Expect::Corrupt(BEYOND)),
         ("declares the limit, cut", declares_the_limit_and_is_cut, Expect::Truncated),
@@ -434,12 +507,15 @@ pub fn forgeries() -> Vec<Forgery> {
             declares_the_limit_inflates_to_little,
             Expect::Corrupt("inflates to"),
         ),
-        ("claims billions of requests", claims_billions_of_requests, Expect::Corrupt(OVER_THE_LIMIT)),
+        ("claims billions of traces", claims_billions_of_traces, Expect::Corrupt(OVER_THE_LIMIT)),
         ("claims millions of spans", claims_millions_of_spans, Expect::Corrupt(OVER_THE_LIMIT)),
         ("claims spans it lacks", claims_spans_it_lacks, Expect::Corrupt("section")),
         ("millions of real spans", millions_of_real_spans, Expect::Corrupt(OVER_THE_LIMIT)),
         ("claims a trillion strings", claims_a_trillion_strings, Expect::Corrupt(OVER_THE_LIMIT)),
         ("claims endless properties", claims_endless_properties, Expect::Corrupt(OVER_THE_LIMIT)),
+        ("claims endless events", claims_endless_events, Expect::Corrupt(OVER_THE_LIMIT)),
+        ("a parent outside the trace", a_parent_outside_the_trace, Expect::Corrupt("names a parent outside")),
+        ("unknown flags", unknown_flags, Expect::Corrupt("unknown flags 0x81")),
         ("largest block", largest_block, Expect::Reads(1)),
         ("long distinct names", long_distinct_names, Expect::Reads(41)),
     ]
@@ -458,20 +534,20 @@ pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// Reads a whole dump: the requests before the error, and the error.
-pub fn read_all(bytes: &[u8]) -> (Vec<Request>, Option<FormatError>) {
+/// Reads a whole dump: the traces before the error, and the error.
+pub fn read_all(bytes: &[u8]) -> (Vec<RecordedTrace>, Option<FormatError>) {
     let reader = match Reader::new(bytes) {
         Ok(reader) => reader,
         Err(error) => return (Vec::new(), Some(error)),
     };
-    let mut requests = Vec::new();
+    let mut traces = Vec::new();
     for result in reader {
         match result {
-            Ok(request) => requests.push(request),
-            Err(error) => return (requests, Some(error)),
+            Ok(trace) => traces.push(trace),
+            Err(error) => return (traces, Some(error)),
         }
     }
-    (requests, None)
+    (traces, None)
 }
 
 /// Whether `outcome` is what `expect` asks for; `Err` says what differs.
@@ -484,7 +560,7 @@ pub fn check(expect: Expect, read: usize, error: Option<&FormatError>) -> Result
             Ok(())
         }
         (Expect::Truncated, Some(FormatError::Truncated { .. })) => Ok(()),
-        _ => Err(format!("expected {expect:?}, read {read} requests, then {error:?}")),
+        _ => Err(format!("expected {expect:?}, read {read} traces, then {error:?}")),
     }
 }
 
@@ -563,39 +639,70 @@ pub fn fuzz_cases() -> usize {
     std::env::var("FLIGHT_FUZZ_CASES").ok().and_then(|cases| cases.trim().parse().ok()).unwrap_or(100_000)
 }
 
+/// Traces of every shape the format must keep: extreme numbers, names
+/// and properties; events; ids out of order, repeated or zero; parents
+/// before, after, missing or the span itself; spans of other traces; a
+/// trace cut short, one without its root, one with no span.
+pub fn odd_traces() -> Vec<RecordedTrace> {
+    let span = |id: u64, parent: u64, name: &'static str, begin: u64, duration: u64| SpanRecord {
+        trace_id: TraceId(u128::MAX),
+        span_id: SpanId(id),
+        parent_id: SpanId(parent),
+        begin_time_unix_ns: begin,
+        duration_ns: duration,
+        name: name.into(),
+        ..SpanRecord::default()
+    };
+    let mut root = span(u64::MAX, 0x00f0_67a5_11d0_0001, "ünï ⏱", u64::MAX, u64::MAX);
+    root.properties = vec![
+        ("".into(), "".into()),
+        ("key".into(), "v\0".repeat(40).into()),
+        ("otel.link".into(), "00-1-2-01".into()),
+    ];
+    let mut child = span(7, u64::MAX, "a", 0, u64::MAX);
+    child.events = vec![
+        EventRecord {
+            name: "e".into(),
+            timestamp_unix_ns: u64::MAX,
+            properties: vec![("k".into(), "v".into())],
+        },
+        EventRecord { name: "".into(), timestamp_unix_ns: 0, properties: Vec::new() },
+    ];
+    let mut elsewhere = span(7, 9, "b", u64::MAX, 0);
+    elsewhere.trace_id = TraceId(3);
+    let odd = RecordedTrace {
+        trace_id: TraceId(u128::MAX),
+        thread: u32::MAX,
+        spans: vec![
+            child,
+            span(9, 7, "a", 5, 1),
+            elsewhere,
+            span(0, 0, "", 1 << 63, 3),
+            span(11, 11, "self", 4, 4),
+            root,
+        ],
+        complete: false,
+    };
+    let rootless = RecordedTrace {
+        trace_id: TraceId(1),
+        thread: 0,
+        spans: vec![span(5, 4, "orphan", 10, 2), span(4, 99, "a", 1, 20)],
+        complete: false,
+    };
+    vec![odd, RecordedTrace::default(), rootless]
+}
+
 /// Small valid dumps, of several shapes, for the mutations to start from.
 pub fn seed_dumps() -> Vec<Vec<u8>> {
-    let write = |requests: &[Request], block_requests: usize| {
-        let mut writer = Writer::new(Vec::new()).with_block_requests(block_requests);
-        for request in requests {
-            writer.write(request).unwrap();
+    let write = |traces: &[RecordedTrace], block_traces: usize| {
+        let mut writer = Writer::new(Vec::new()).with_block_traces(block_traces);
+        for trace in traces {
+            writer.write(trace).unwrap();
         }
         writer.finish().unwrap().into_inner()
     };
-    let span = |name: &str, parent, begin_unix_ns, duration_ns| SpanEntry {
-        name: name.into(),
-        parent,
-        begin_unix_ns,
-        duration_ns,
-    };
-    let odd = vec![
-        Request {
-            trace_id: u128::MAX,
-            name: "ünï ⏱".into(),
-            thread: u32::MAX,
-            begin_unix_ns: u64::MAX,
-            duration_ns: u64::MAX,
-            properties: vec![("".into(), "".into()), ("key".into(), "v\0".repeat(40))],
-            spans: vec![
-                span("a", None, 0, u64::MAX),
-                span("b", Some(0), u64::MAX, 0),
-                span("a", Some(1), 5, 1),
-            ],
-        },
-        Request::default(),
-        Request { name: "a".into(), properties: vec![("a".into(), "a".into()); 3], ..Request::default() },
-    ];
-    let synthetic: Vec<Request> = synthetic::requests(9, 17).collect();
+    let odd = odd_traces();
+    let synthetic: Vec<RecordedTrace> = synthetic::traces(9, 17).collect();
     vec![write(&synthetic, 4), write(&synthetic[..2], 8), write(&odd, 2), write(&odd[1..2], 1), write(&[], 1)]
 }
 

@@ -10,7 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use minitrace_flight::{synthetic, Summary, SummaryBuilder, Writer};
+use minitrace_flight::{synthetic, Writer};
+use minitrace_view::{Summary, SummaryBuilder};
 
 /// A fresh directory for one test's files, under cargo's target/tmp.
 pub fn scratch(name: &str) -> PathBuf {
@@ -20,14 +21,15 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Writes `count` synthetic requests (10 spans each) to `path`; returns the
-/// population's summary. Streamed: a million requests never sit in memory.
+/// Writes `count` synthetic requests (a root and 10 spans each) to `path`;
+/// returns the population's summary. Streamed: a million traces never sit
+/// in memory.
 pub fn synthetic_dump(path: &Path, count: usize) -> Summary {
     let mut writer = Writer::new(BufWriter::new(File::create(path).unwrap()));
     let mut summary = SummaryBuilder::new(10);
-    for request in synthetic::requests(count, 42) {
-        writer.write(&request).unwrap();
-        summary.add(&request);
+    for trace in synthetic::traces(count, 42) {
+        writer.write(&trace).unwrap();
+        summary.add(&trace);
     }
     writer.finish().unwrap();
     summary.finish()

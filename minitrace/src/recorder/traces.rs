@@ -52,7 +52,11 @@ impl RecordedTrace {
         match self.root() {
             Some(root) => root.duration_ns,
             None => {
-                let end = self.spans.iter().map(|span| span.begin_time_unix_ns + span.duration_ns).max();
+                let end = self
+                    .spans
+                    .iter()
+                    .map(|span| span.begin_time_unix_ns.saturating_add(span.duration_ns))
+                    .max();
                 end.unwrap_or(0).saturating_sub(self.begin_unix_ns())
             }
         }

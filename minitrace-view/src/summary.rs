@@ -1,11 +1,13 @@
 //! A population of requests in a few lines: latency percentiles and the
-//! slowest requests.
+//! slowest requests, from the traces of a dump or of the recorder.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 
-use crate::Request;
+use minitrace_flight::{RecordedTrace, TraceId};
+
+use crate::{request_extent, request_name};
 
 /// How many slowest requests a summary keeps unless told otherwise.
 const DEFAULT_SLOWEST: usize = 5;
@@ -14,8 +16,9 @@ const DEFAULT_SLOWEST: usize = 5;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slow {
     /// Its trace id.
-    pub trace_id: u128,
-    /// Its root span's name.
+    pub trace_id: TraceId,
+    /// Its root span's name (`(no root)` for a trace whose root was not
+    /// held).
     pub name: String,
     /// When it began, in nanoseconds since the Unix epoch.
     pub begin_unix_ns: u64,
@@ -23,13 +26,14 @@ pub struct Slow {
     pub duration_ns: u64,
 }
 
-/// The latency of a population of requests: count, percentiles (nearest
-/// rank) and the slowest requests, slowest first. `Display` prints it.
+/// The latency of a population of requests, one trace each: count,
+/// percentiles (nearest rank) and the slowest requests, slowest first.
+/// `Display` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Summary {
-    /// Requests counted.
+    /// Requests (traces) counted.
     pub requests: u64,
-    /// Their spans, roots not counted.
+    /// Their spans, roots included.
     pub spans: u64,
     /// Median request duration, in nanoseconds (0 when there are none).
     pub p50_ns: u64,
@@ -45,7 +49,7 @@ pub struct Summary {
     pub slowest: Vec<Slow>,
 }
 
-/// Builds a [`Summary`] a request at a time, for dumps read as a stream.
+/// Builds a [`Summary`] a trace at a time, for dumps read as a stream.
 #[derive(Debug)]
 pub struct SummaryBuilder {
     durations: Vec<u64>,
@@ -57,7 +61,7 @@ pub struct SummaryBuilder {
 
 /// A kept request, ordered only for the heap's ties.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct SlowKey(u128, u64, String);
+struct SlowKey(TraceId, u64, String);
 
 impl Default for SummaryBuilder {
     fn default() -> Self {
@@ -71,20 +75,21 @@ impl SummaryBuilder {
         SummaryBuilder { durations: Vec::new(), spans: 0, keep: slowest, slowest: BinaryHeap::new() }
     }
 
-    /// Counts a request.
-    pub fn add(&mut self, request: &Request) {
+    /// Counts a request: its trace's root's duration (the spans' extent
+    /// for a trace whose root was not held).
+    pub fn add(&mut self, trace: &RecordedTrace) {
+        let (begin_unix_ns, duration_ns) = request_extent(trace);
         let arrival = self.durations.len() as u64;
-        self.durations.push(request.duration_ns);
-        self.spans += request.spans.len() as u64;
+        self.durations.push(duration_ns);
+        self.spans += trace.spans.len() as u64;
         if self.keep == 0 {
             return;
         }
         // Ties go to the earlier request: a later one must be strictly slower.
         let fastest_kept = self.slowest.peek().map(|Reverse((duration, _, _))| *duration);
-        if self.slowest.len() < self.keep || fastest_kept.is_some_and(|fastest| request.duration_ns > fastest)
-        {
-            let key = SlowKey(request.trace_id, request.begin_unix_ns, request.name.clone());
-            self.slowest.push(Reverse((request.duration_ns, u64::MAX - arrival, key)));
+        if self.slowest.len() < self.keep || fastest_kept.is_some_and(|fastest| duration_ns > fastest) {
+            let key = SlowKey(trace.trace_id, begin_unix_ns, request_name(trace).to_string());
+            self.slowest.push(Reverse((duration_ns, u64::MAX - arrival, key)));
             if self.slowest.len() > self.keep {
                 self.slowest.pop();
             }
@@ -125,20 +130,28 @@ impl SummaryBuilder {
     }
 }
 
-/// Summarises a population of requests (keeping the 5 slowest).
+/// Summarises a population of requests, one trace each (keeping the 5
+/// slowest): what the flight recorder holds, or a dump read whole.
 ///
 /// ```
-/// use minitrace_flight::{summary, Request};
+/// use minitrace_flight::{RecordedTrace, SpanRecord, TraceId};
+/// use minitrace_view::summary;
 ///
-/// let requests: Vec<Request> =
-///     (1..=100).map(|i| Request { trace_id: i, duration_ns: i as u64 * 1_000, ..Request::default() }).collect();
-/// let summary = summary(&requests);
+/// let traces: Vec<RecordedTrace> = (1..=100)
+///     .map(|i| RecordedTrace {
+///         trace_id: TraceId(i),
+///         thread: 1,
+///         spans: vec![SpanRecord { name: "GET".into(), duration_ns: i as u64 * 1_000, ..SpanRecord::default() }],
+///         complete: true,
+///     })
+///     .collect();
+/// let summary = summary(&traces);
 /// assert_eq!((summary.requests, summary.p50_ns, summary.p99_ns, summary.max_ns), (100, 50_000, 99_000, 100_000));
-/// assert_eq!(summary.slowest[0].trace_id, 100);
+/// assert_eq!((summary.slowest[0].trace_id, summary.slowest[0].name.as_str()), (TraceId(100), "GET"));
 /// ```
-pub fn summary<'a>(requests: impl IntoIterator<Item = &'a Request>) -> Summary {
+pub fn summary<'a>(traces: impl IntoIterator<Item = &'a RecordedTrace>) -> Summary {
     let mut builder = SummaryBuilder::default();
-    requests.into_iter().for_each(|request| builder.add(request));
+    traces.into_iter().for_each(|trace| builder.add(trace));
     builder.finish()
 }
 
@@ -188,7 +201,7 @@ impl fmt::Display for Summary {
         for slow in &self.slowest {
             writeln!(
                 f,
-                "  {:>8}  {:<24} trace {:032x}  at {} UTC",
+                "  {:>8}  {:<24} trace {}  at {} UTC",
                 format_duration(slow.duration_ns),
                 slow.name,
                 slow.trace_id,
