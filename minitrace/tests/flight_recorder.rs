@@ -113,7 +113,52 @@ fn a_trace_is_retrieved_through_the_reporter_after_the_fact() {
     assert_eq!(delivered.last().unwrap().name, "later found to matter");
     let after = (minitrace::collector::stats(), recorder::stats());
     assert_eq!(after.0.spans_retrieved - before.0.spans_retrieved, 6);
-    assert_eq!((after.1.retrieved - before.1.retrieved, after.1.not_found - before.1.not_found), (1, 1));
+    // The id no root of which ended here is awaited (in vain).
+    assert_eq!((after.1.retrieved - before.1.retrieved, after.1.awaited - before.1.awaited), (1, 1));
+}
+
+#[test]
+fn a_trace_asked_for_before_its_root_ended_is_reported_whole_when_it_ends() {
+    let (_one, reported) = exclusive(FlightRecorder::new());
+    let kept = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let heard = kept.clone();
+    recorder::on_kept(Some(Arc::new(move |trace_id| heard.lock().push(trace_id))));
+    let before = recorder::stats();
+    let context = SpanContext::random();
+    let root = Span::root("still serving", context);
+    let child = Span::enter_with_parent("called out", &root);
+    let guard = root.set_local_parent();
+    let early = LocalSpan::enter_with_local_parent("early");
+    drop(early);
+    drop(child);
+    minitrace::flush();
+    // Its root has not ended: nothing reported in pieces.
+    assert!(recorder::report(context.trace_id).is_none());
+    minitrace::flush();
+    assert!(reported.lock().iter().all(|record| record.trace_id != context.trace_id));
+    {
+        let _late = LocalSpan::enter_with_local_parent("late");
+    }
+    drop(guard);
+    drop(root);
+    minitrace::flush();
+    let delivered: Vec<String> = reported
+        .lock()
+        .iter()
+        .filter(|record| record.trace_id == context.trace_id)
+        .map(|record| record.name.to_string())
+        .collect();
+    assert_eq!(delivered.len(), 4, "{delivered:?}");
+    for name in ["still serving", "called out", "early", "late"] {
+        assert_eq!(delivered.iter().filter(|d| *d == name).count(), 1, "{name} once: {delivered:?}");
+    }
+    assert_eq!(recorder::stats().awaited - before.awaited, 1);
+    assert_eq!(*kept.lock(), [context.trace_id], "the hook hears of it when it is kept");
+    // Another root of the trace, later, is not wanted any more.
+    drop(Span::root("again", context));
+    minitrace::flush();
+    assert!(reported.lock().iter().all(|record| record.name != "again"));
+    recorder::on_kept(None);
 }
 
 #[test]

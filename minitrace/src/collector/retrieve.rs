@@ -23,6 +23,7 @@ use crate::data::id::{SpanId, TraceId};
 use crate::data::record::{EventRecord, SpanRecord};
 use crate::data::target::Target;
 use crate::data::timeline::Timeline;
+use crate::transport::gate;
 use crate::transport::history::Kept;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::wake::{on_collector_thread, wake_collector};
@@ -33,6 +34,9 @@ use crate::util::lock;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests that may wait at once; more are refused (counted as not found).
 const MAX_WAITING: usize = 1 << 12;
+/// How long a trace asked to be reported before its root ended here is
+/// kept for when that root ends.
+pub(crate) const WANT_FOR: Duration = Duration::from_secs(10);
 
 /// What is asked of the collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +96,13 @@ static REQUESTS: Mutex<Vec<Request>> = Mutex::new(Vec::new());
 static RETRIEVED: AtomicU64 = AtomicU64::new(0);
 static PARTLY_OVERWRITTEN: AtomicU64 = AtomicU64::new(0);
 static NOT_FOUND: AtomicU64 = AtomicU64::new(0);
+static AWAITED: AtomicU64 = AtomicU64::new(0);
 
-/// Traces retrieved whole, retrieved with spans missing, and not found.
-pub(crate) fn counts() -> (u64, u64, u64) {
+/// Traces retrieved whole, retrieved with spans missing, not found, and
+/// asked to be reported before their root ended (see [`WANT_FOR`]).
+pub(crate) fn counts() -> (u64, u64, u64, u64) {
     let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-    (read(&RETRIEVED), read(&PARTLY_OVERWRITTEN), read(&NOT_FOUND))
+    (read(&RETRIEVED), read(&PARTLY_OVERWRITTEN), read(&NOT_FOUND), read(&AWAITED))
 }
 
 /// Asks the collector and waits for its answer (`None`: no collector, or
@@ -240,8 +246,17 @@ impl Gathering {
         for request in std::mem::take(&mut self.requests) {
             let answer = match request.ask {
                 Ask::Trace(trace_id) | Ask::Report(trace_id) => {
-                    let found = assembled.get(&trace_id).map(Vec::as_slice).unwrap_or_default();
+                    let mut found = assembled.get(&trace_id).map(Vec::as_slice).unwrap_or_default();
+                    let awaited =
+                        matches!(request.ask, Ask::Report(_)) && !found.iter().any(|(trace, _)| trace.rooted);
+                    if awaited {
+                        // Its root has not ended here yet (or is gone):
+                        // kept when it ends, reported whole then.
+                        gate::want(trace_id, WANT_FOR);
+                        found = &[];
+                    }
                     let counter = match found {
+                        [] if awaited => &AWAITED,
                         [] => &NOT_FOUND,
                         found if found.iter().all(|(trace, _)| trace.complete) => &RETRIEVED,
                         _ => &PARTLY_OVERWRITTEN,

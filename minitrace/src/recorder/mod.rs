@@ -248,7 +248,8 @@ pub fn trace(trace_id: TraceId) -> Option<RecordedTrace> {
 /// reported when its root ended, if the recorder holds it and it was not
 /// reported then. Returns at once; the collector does it in its next cycle.
 /// Counted in [`stats`]: retrieved, partly overwritten (some spans were
-/// made room for), not found.
+/// made room for), awaited. A trace whose root has not ended here yet is
+/// reported when it does (see [`report`]).
 ///
 /// ```
 /// minitrace::recorder::retrieve(minitrace::collector::TraceId(42));
@@ -259,6 +260,12 @@ pub fn retrieve(trace_id: TraceId) {
 
 /// Reports the trace `trace_id` as [`retrieve`] does, and returns it as
 /// [`trace`] does, waiting for the collector's next cycle.
+///
+/// A trace whose root has not ended here yet (a request still served
+/// while another process asks for its parts) is not reported in pieces:
+/// `None` now, and its trace is kept when its root ends, within 10 s,
+/// whatever its length, as a trigger keeps one (the [`on_kept`] hook hears
+/// of it then). So is one whose root is no longer held, in vain.
 ///
 /// ```
 /// assert!(minitrace::recorder::report(minitrace::collector::TraceId(42)).is_none());
@@ -343,6 +350,10 @@ pub struct RecorderStats {
     pub partly_overwritten: u64,
     /// Traces asked for by id that the recorder did not hold.
     pub not_found: u64,
+    /// Traces asked to be reported ([`retrieve`], [`report`]) before their
+    /// root ended here, or after it was made room for: kept if their root
+    /// ends within 10 s.
+    pub awaited: u64,
 }
 
 /// Reads the recorder's counters.
@@ -353,8 +364,8 @@ pub struct RecorderStats {
 /// ```
 pub fn stats() -> RecorderStats {
     let (overwritten_parts, overwritten_spans) = history::overwritten();
-    let (retrieved, partly_overwritten, not_found) = retrieve::counts();
-    RecorderStats { overwritten_parts, overwritten_spans, retrieved, partly_overwritten, not_found }
+    let (retrieved, partly_overwritten, not_found, awaited) = retrieve::counts();
+    RecorderStats { overwritten_parts, overwritten_spans, retrieved, partly_overwritten, not_found, awaited }
 }
 
 /// What became of the automatic dumps so far.

@@ -32,7 +32,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
         // The length is worked out only when a threshold is set.
         policy.threshold().is_none()
             || gate::root_is_kept(&policy, end.saturating_duration_since(root.begin()), || {
-                (root.static_name_or_owned(), root.properties())
+                (root.static_name_or_owned(), root.properties(), root.trace_id())
             })
     };
     if kept {

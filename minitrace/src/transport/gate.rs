@@ -7,7 +7,7 @@
 //! on its own thread: the latency threshold, and whether local spans may
 //! wait there for it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use std::time::Duration;
@@ -133,24 +133,32 @@ pub(crate) fn policy() -> FatePolicy {
 pub(crate) fn root_is_kept<'a>(
     policy: &FatePolicy,
     length: Duration,
-    info: impl FnOnce() -> (&'a str, &'a [Property]),
+    info: impl FnOnce() -> (&'a str, &'a [Property], TraceId),
 ) -> bool {
-    policy.keeps(length) || (TRIGGERS_SET.load(Ordering::Relaxed) && triggered(length, info()))
+    policy.keeps(length) || (TRIGGERS_SET.load(Ordering::Relaxed) != 0 && triggered(length, info()))
 }
 
 #[cold]
-fn triggered(duration: Duration, (name, properties): (&str, &[Property])) -> bool {
+fn triggered(duration: Duration, (name, properties, trace_id): (&str, &[Property], TraceId)) -> bool {
+    let set = TRIGGERS_SET.load(Ordering::Relaxed);
+    if set & WANTED_BIT != 0 && super::wanted::contains(trace_id) {
+        return true;
+    }
+    let info = RootInfo { name, properties, duration };
+    if set & ON_ERROR_BIT != 0 && info.is_error() {
+        return true;
+    }
+    if set & PREDICATE_BIT == 0 {
+        return false;
+    }
+    // Only a predicate takes the lock (shared: threads do not wait on
+    // each other, but its counter's cache line moves between them).
     let triggers = match TRIGGERS.read() {
         Ok(triggers) => triggers,
         Err(poisoned) => poisoned.into_inner(),
     };
-    let Some(triggers) = triggers.as_ref() else { return false };
-    let info = RootInfo { name, properties, duration };
-    if triggers.on_error && info.is_error() {
-        return true;
-    }
-    // A panicking predicate keeps nothing, and is not called again.
-    match &triggers.predicate {
+    // A panicking predicate keeps nothing.
+    match triggers.as_ref().and_then(|triggers| triggers.predicate.as_ref()) {
         Some(predicate) => {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| predicate(&info))).unwrap_or(false)
         }
@@ -170,14 +178,43 @@ pub(crate) struct Triggers {
     pub(crate) predicate: Option<Predicate>,
 }
 
-static TRIGGERS_SET: AtomicBool = AtomicBool::new(false);
+/// Whether anything but the threshold may keep a root, one relaxed load on
+/// the traced threads: [`ON_ERROR_BIT`] | [`PREDICATE_BIT`] | [`WANTED_BIT`].
+static TRIGGERS_SET: AtomicU8 = AtomicU8::new(0);
+/// A root with an error status is kept.
+const ON_ERROR_BIT: u8 = 1;
+/// The user's predicate is set.
+const PREDICATE_BIT: u8 = 4;
+/// Some trace is wanted (see [`want`]).
+const WANTED_BIT: u8 = 2;
 static TRIGGERS: std::sync::RwLock<Option<Triggers>> = std::sync::RwLock::new(None);
 
 /// Sets (or, with `None`, removes) the flight recorder's triggers.
 pub(crate) fn set_triggers(triggers: Option<Triggers>) {
-    let set = triggers.as_ref().is_some_and(|triggers| triggers.on_error || triggers.predicate.is_some());
+    let mut bits = 0;
+    if let Some(triggers) = &triggers {
+        bits |= if triggers.on_error { ON_ERROR_BIT } else { 0 };
+        bits |= if triggers.predicate.is_some() { PREDICATE_BIT } else { 0 };
+    }
     *TRIGGERS.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = triggers;
-    TRIGGERS_SET.store(set, Ordering::Relaxed);
+    TRIGGERS_SET.fetch_and(WANTED_BIT, Ordering::Relaxed);
+    TRIGGERS_SET.fetch_or(bits, Ordering::Relaxed);
+}
+
+/// Keeps `trace_id`'s roots that end here within `within`, whatever their
+/// length, until its trace is reported (see [`wanted`](super::wanted)).
+/// `false`: too many are wanted.
+pub(crate) fn want(trace_id: TraceId, within: Duration) -> bool {
+    let wanted = super::wanted::want(trace_id, within);
+    TRIGGERS_SET.fetch_or(WANTED_BIT, Ordering::Relaxed);
+    wanted
+}
+
+/// `trace_id`'s trace was reported: no longer wanted.
+pub(crate) fn reported(trace_id: TraceId) {
+    if TRIGGERS_SET.load(Ordering::Relaxed) & WANTED_BIT != 0 && !super::wanted::remove(trace_id) {
+        TRIGGERS_SET.fetch_and(!WANTED_BIT, Ordering::Relaxed);
+    }
 }
 
 /// Whether local spans may wait on their thread for their root's end.
@@ -253,7 +290,7 @@ mod tests {
                 let length = Duration::from_nanos(length);
                 let expected = threshold.map_or(true, |nanos| length >= Duration::from_nanos(nanos));
                 assert_eq!(
-                    root_is_kept(&policy(), length, || ("root", &[])),
+                    root_is_kept(&policy(), length, || ("root", &[], TraceId(1))),
                     expected,
                     "{threshold:?}, {length:?}"
                 );

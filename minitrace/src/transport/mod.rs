@@ -12,3 +12,4 @@ pub(crate) mod queue;
 pub(crate) mod span_buffers;
 pub(crate) mod stats;
 pub(crate) mod wake;
+pub(crate) mod wanted;

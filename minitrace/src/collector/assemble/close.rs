@@ -8,6 +8,7 @@ use crate::collector::assemble::{Collector, LossyTrace};
 use crate::data::config::FatePolicy;
 use crate::data::id::SpanId;
 use crate::data::record::{EventRecord, SpanRecord};
+use crate::transport::gate;
 
 impl Collector {
     /// A trace's records, from `first` to the end of the outbox (its root
@@ -26,6 +27,9 @@ impl Collector {
         self.late_events.attach(collect_id, &mut self.outbox[first..], events, self.cycles);
         if let (Some(threshold), Some(root)) = (FatePolicy::of(&self.config).threshold(), self.outbox.last())
         {
+            // Asked for before its root ended (see `transport::wanted`):
+            // reported now, wanted no longer.
+            gate::reported(root.trace_id);
             // Kept for its length or a trigger: the recorder's hook hears of
             // it (e.g. to fetch its parts from other processes).
             crate::recorder::kept(root.trace_id);

@@ -405,7 +405,10 @@ impl Collector {
         let policy = FatePolicy::of(&self.config);
         let too_fast = policy.threshold().is_some()
             && root.span_duration().is_some_and(|duration| {
-                !gate::root_is_kept(&policy, duration, || root.name_and_properties())
+                !gate::root_is_kept(&policy, duration, || {
+                    let (name, properties) = root.name_and_properties();
+                    (name, properties, target.trace_id())
+                })
             });
         if role == Role::CancelledRoot || too_fast {
             stats::count_sampled_out(1 + self.discard_open(target.collect_id));

@@ -21,7 +21,6 @@
 //! takes at most `rate` requests a second. The traced threads never wait on
 //! any of it: the recorder reads their memory while they write elsewhere.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,22 +31,18 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use minitrace::collector::TraceId;
-use minitrace_delivery::{Attempt, Endpoint, HttpClient};
 
 use crate::breadcrumbs;
+
+mod worker;
+use worker::work_on;
 
 /// The path of retrieval requests.
 pub const PATH: &str = "/v1/retrieve";
 /// The largest request body taken.
 const MAX_BODY: usize = 8 << 10;
-/// Trace ids handled lately, remembered so that a trace is handled once.
-const REMEMBERED: usize = 1 << 14;
-/// How long a handled trace id is remembered.
-const REMEMBER_FOR: Duration = Duration::from_secs(60);
 /// Retrievals waiting for the worker; more are refused (429).
 const MAX_QUEUED: usize = 1 << 10;
-/// How long a forwarded request may take.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a listener did not start.
 #[derive(Debug)]
@@ -99,8 +94,13 @@ pub struct ListenerStats {
     pub duplicates: u64,
     /// Retrievals that found the trace's parts here (and reported them).
     pub found: u64,
-    /// Retrievals that found nothing of the trace here.
+    /// Retrievals that found nothing of the trace here (after waiting for
+    /// its root, see `awaited`).
     pub not_found: u64,
+    /// Retrievals that came while the trace's root still ran here (or
+    /// found nothing): they wait for it to end, then count as `found`, or
+    /// as `not_found` after [`ListenerBuilder::wait_for_roots`].
+    pub awaited: u64,
     /// Requests passed on to other listeners and taken by them.
     pub forwarded: u64,
     /// Requests passed on that failed (unreachable, refused, too slow).
@@ -119,6 +119,7 @@ struct Counters {
     duplicates: AtomicU64,
     found: AtomicU64,
     not_found: AtomicU64,
+    awaited: AtomicU64,
     forwarded: AtomicU64,
     forward_failed: AtomicU64,
 }
@@ -137,6 +138,7 @@ impl Counters {
             duplicates: read(&self.duplicates),
             found: read(&self.found),
             not_found: read(&self.not_found),
+            awaited: read(&self.awaited),
             forwarded: read(&self.forwarded),
             forward_failed: read(&self.forward_failed),
         }
@@ -156,6 +158,7 @@ pub struct ListenerBuilder {
     max_fan_out: usize,
     rate: u32,
     on_kept: bool,
+    wait_for_roots: Duration,
 }
 
 impl fmt::Debug for ListenerBuilder {
@@ -167,6 +170,7 @@ impl fmt::Debug for ListenerBuilder {
             .field("max_fan_out", &self.max_fan_out)
             .field("rate", &self.rate)
             .field("on_kept", &self.on_kept)
+            .field("wait_for_roots", &self.wait_for_roots)
             .finish()
     }
 }
@@ -213,6 +217,15 @@ impl ListenerBuilder {
         self
     }
 
+    /// How long a retrieval that came before the trace's root ended here
+    /// waits for it (default 2 s): the root is kept when it ends (see
+    /// [`minitrace::recorder::report`]), then the retrieval goes on from
+    /// here. Past it, the trace counts as not found.
+    pub fn wait_for_roots(mut self, wait: Duration) -> ListenerBuilder {
+        self.wait_for_roots = wait;
+        self
+    }
+
     /// Binds the address and starts the listener's threads; this process's
     /// breadcrumbs name it from now on.
     pub fn start(self) -> Result<Listener, Error> {
@@ -231,6 +244,7 @@ impl ListenerBuilder {
             token: self.token,
             max_hops: self.max_hops,
             max_fan_out: self.max_fan_out,
+            wait_for_roots: self.wait_for_roots,
             counters: Counters::default(),
             rate: Mutex::new(Bucket::new(self.rate)),
             jobs: Mutex::new(None),
@@ -292,6 +306,7 @@ impl Listener {
             max_fan_out: 16,
             rate: 1_000,
             on_kept: true,
+            wait_for_roots: Duration::from_secs(2),
         }
     }
 
@@ -333,6 +348,8 @@ struct Job {
     trace_id: TraceId,
     hops: u8,
     visited: Vec<SocketAddr>,
+    /// Started here (the application, or the recorder's hook), not received.
+    local: bool,
 }
 
 struct Shared {
@@ -340,6 +357,7 @@ struct Shared {
     token: Option<String>,
     max_hops: u8,
     max_fan_out: usize,
+    wait_for_roots: Duration,
     counters: Counters,
     rate: Mutex<Bucket>,
     jobs: Mutex<Option<mpsc::SyncSender<Job>>>,
@@ -347,8 +365,7 @@ struct Shared {
 
 impl Shared {
     fn start_retrieval(&self, trace_id: TraceId) {
-        add(&self.counters.triggered);
-        self.queue(Job { trace_id, hops: self.max_hops, visited: Vec::new() });
+        self.queue(Job { trace_id, hops: self.max_hops, visited: Vec::new(), local: true });
     }
 
     /// `false`: the queue is full (or the listener stopped).
@@ -465,95 +482,12 @@ fn parse(body: &[u8], max_hops: u8) -> Option<Job> {
     }
     let trace_id = u128::from_str_radix(&body.trace_id, 16).ok().filter(|id| *id != 0)?;
     let visited = body.visited.iter().map(|address| address.parse().ok()).collect::<Option<Vec<_>>>()?;
-    Some(Job { trace_id: TraceId(trace_id), hops: body.hops.min(max_hops), visited })
+    Some(Job { trace_id: TraceId(trace_id), hops: body.hops.min(max_hops), visited, local: false })
 }
 
 /// Compares secrets in time that does not depend on where they differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |difference, (x, y)| difference | (x ^ y)) == 0
-}
-
-/// The worker: each job's parts reported here, then passed on.
-fn work_on(jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
-    let mut recent = Recent::default();
-    let mut clients: HashMap<SocketAddr, HttpClient> = HashMap::new();
-    for job in jobs {
-        let counters = &shared.counters;
-        if !recent.first_time(job.trace_id) {
-            add(&counters.duplicates);
-            continue;
-        }
-        let Some(trace) = minitrace::recorder::report(job.trace_id) else {
-            add(&counters.not_found);
-            continue;
-        };
-        add(&counters.found);
-        if job.hops == 0 {
-            continue;
-        }
-        let mut visited = job.visited;
-        visited.push(shared.address);
-        let next: Vec<SocketAddr> = breadcrumbs::of_records(&trace.spans)
-            .into_iter()
-            .filter(|address| !visited.contains(address))
-            .take(shared.max_fan_out)
-            .collect();
-        visited.extend(&next);
-        let body = Body {
-            trace_id: format!("{:032x}", job.trace_id.0),
-            hops: job.hops - 1,
-            visited: visited.iter().map(SocketAddr::to_string).collect(),
-        };
-        let Ok(body) = serde_json::to_vec(&body) else { continue };
-        for address in next {
-            let client =
-                clients.entry(address).or_insert_with(|| client_for(address, shared.token.as_deref()));
-            match client.post(&body, FORWARD_TIMEOUT) {
-                Attempt::Delivered { .. } => add(&counters.forwarded),
-                _ => add(&counters.forward_failed),
-            }
-        }
-        if clients.len() > 1_024 {
-            clients.clear();
-        }
-    }
-}
-
-fn client_for(address: SocketAddr, token: Option<&str>) -> HttpClient {
-    let endpoint = Endpoint::parse(&format!("http://{address}{PATH}")).expect("a socket address makes a URL");
-    let mut client = HttpClient::new(endpoint, "application/json");
-    if let Some(token) = token {
-        let _ = client.add_header("authorization", &format!("Bearer {token}"));
-    }
-    client
-}
-
-/// Trace ids handled lately: each is handled once a minute at most.
-#[derive(Default)]
-struct Recent {
-    order: VecDeque<(TraceId, Instant)>,
-    seen: HashMap<TraceId, Instant>,
-}
-
-impl Recent {
-    fn first_time(&mut self, trace_id: TraceId) -> bool {
-        let now = Instant::now();
-        while let Some(&(oldest, at)) = self.order.front() {
-            if now.duration_since(at) < REMEMBER_FOR && self.order.len() < REMEMBERED {
-                break;
-            }
-            self.order.pop_front();
-            if self.seen.get(&oldest) == Some(&at) {
-                self.seen.remove(&oldest);
-            }
-        }
-        if self.seen.contains_key(&trace_id) {
-            return false;
-        }
-        self.seen.insert(trace_id, now);
-        self.order.push_back((trace_id, now));
-        true
-    }
 }
 
 #[cfg(test)]
@@ -575,14 +509,6 @@ mod tests {
         ] {
             assert!(parse(bad, 8).is_none(), "{}", String::from_utf8_lossy(bad));
         }
-    }
-
-    #[test]
-    fn a_trace_is_handled_once_a_while() {
-        let mut recent = Recent::default();
-        assert!(recent.first_time(TraceId(1)));
-        assert!(!recent.first_time(TraceId(1)));
-        assert!(recent.first_time(TraceId(2)));
     }
 
     #[test]
