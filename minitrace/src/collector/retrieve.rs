@@ -50,6 +50,10 @@ pub(crate) enum Ask {
     Window(u64, u64),
     /// Every trace held.
     All,
+    /// A trace asked to be reported before its root was found, looked for
+    /// once more in the next cycle: its root may have ended (and been
+    /// thrown away) before the want reached the threads. Not counted.
+    Recheck(TraceId),
     /// How far back each thread's memory reaches.
     Retention,
     /// Forget everything held (the recorder was switched off).
@@ -141,9 +145,15 @@ fn enqueue(request: Request) -> bool {
     true
 }
 
+/// Traces awaited in the last cycle, to look for again (see [`Ask::Recheck`]).
+static RECHECK: Mutex<Vec<TraceId>> = Mutex::new(Vec::new());
+
 /// The requests waiting, taken by the collector at the start of a cycle.
 pub(crate) fn take_requests() -> Vec<Request> {
-    std::mem::take(&mut *lock(&REQUESTS))
+    let mut requests = std::mem::take(&mut *lock(&REQUESTS));
+    let recheck = std::mem::take(&mut *lock(&RECHECK));
+    requests.extend(recheck.into_iter().map(|trace_id| Request { ask: Ask::Recheck(trace_id), reply: None }));
+    requests
 }
 
 /// What a cycle gathers for its requests, thread by thread, then answers.
@@ -175,7 +185,7 @@ impl Gathering {
         let mut gathering = Gathering::default();
         for request in &requests {
             match request.ask {
-                Ask::Trace(trace_id) | Ask::Report(trace_id) => {
+                Ask::Trace(trace_id) | Ask::Report(trace_id) | Ask::Recheck(trace_id) => {
                     gathering.wanted.entry(trace_id).or_default();
                 }
                 Ask::Window(..) | Ask::All => gathering.everything = true,
@@ -220,10 +230,11 @@ impl Gathering {
         });
     }
 
-    /// Answers every request; returns the traces to report. `reported`
-    /// tells whether a root's trace was reported already (a retrieval does
-    /// not report it twice).
-    pub(crate) fn answer(mut self, reported: impl Fn(u64) -> bool) -> Vec<Assembled> {
+    /// Answers every request; returns the traces to report, and the awaited
+    /// ones among them (see [`Ask::Recheck`]). `reported` tells whether a
+    /// root's trace was reported already (a retrieval does not report it
+    /// twice).
+    pub(crate) fn answer(mut self, reported: impl Fn(u64) -> bool) -> (Vec<Assembled>, Vec<TraceId>) {
         let mut assembled: HashMap<TraceId, Vec<(Assembled, bool)>, BuildIdHasher> = HashMap::default();
         for (trace_id, roots) in self.wanted.drain() {
             for (collect_id, parts) in roots {
@@ -243,8 +254,24 @@ impl Gathering {
                 .collect()
         };
         let mut to_report = Vec::new();
+        let mut found_at_last = Vec::new();
         for request in std::mem::take(&mut self.requests) {
             let answer = match request.ask {
+                Ask::Recheck(trace_id) => {
+                    let found = assembled.get(&trace_id).map(Vec::as_slice).unwrap_or_default();
+                    if found.iter().any(|(trace, _)| trace.rooted) {
+                        let unreported: Vec<_> = found
+                            .iter()
+                            .filter(|(_, reported)| !reported)
+                            .map(|(trace, _)| trace.clone())
+                            .collect();
+                        if !unreported.is_empty() {
+                            found_at_last.push(trace_id);
+                            to_report.extend(unreported);
+                        }
+                    }
+                    Answer::Done
+                }
                 Ask::Trace(trace_id) | Ask::Report(trace_id) => {
                     let mut found = assembled.get(&trace_id).map(Vec::as_slice).unwrap_or_default();
                     let awaited =
@@ -253,6 +280,7 @@ impl Gathering {
                         // Its root has not ended here yet (or is gone):
                         // kept when it ends, reported whole then.
                         gate::want(trace_id, WANT_FOR);
+                        lock(&RECHECK).push(trace_id);
                         found = &[];
                     }
                     let counter = match found {
@@ -278,7 +306,7 @@ impl Gathering {
                 let _ = reply.send(answer);
             }
         }
-        to_report
+        (to_report, found_at_last)
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::collector::assemble::fates::Fate;
 use crate::collector::assemble::Collector;
 use crate::collector::retrieve::{memory_of, Assembled, Gathering};
+use crate::transport::gate;
 use crate::transport::history::{self, Kept};
 use crate::transport::message::Message;
 use crate::transport::queue::{self, Thread};
@@ -128,8 +129,15 @@ impl Collector {
             return;
         }
         let finished = &self.finished;
-        let to_report = gathering.answer(|collect_id| finished.get(collect_id) == Some(Fate::Reported));
+        let (to_report, found_at_last) =
+            gathering.answer(|collect_id| finished.get(collect_id) == Some(Fate::Reported));
         self.report_retrieved(to_report);
+        // Awaited traces whose root ended before the want reached its
+        // thread: reported now, as if kept when it ended.
+        for trace_id in found_at_last {
+            gate::reported(trace_id);
+            crate::recorder::kept(trace_id);
+        }
     }
 
     /// Hands retrieved traces to the reporter, each whole, counted apart
