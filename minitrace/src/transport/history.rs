@@ -8,14 +8,13 @@
 //! harvest, to retrieve traces after the fact.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
 use crate::transport::message::{EndedSpan, Message};
-use crate::transport::span_buffers;
+use crate::transport::{span_buffers, stats};
 
-static OVERWRITTEN_PARTS: AtomicU64 = AtomicU64::new(0);
 /// The bytes each thread's history may hold; 0: the recorder is off, and
 /// nothing is kept.
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
@@ -30,7 +29,6 @@ pub(crate) fn limit() -> usize {
 pub(crate) fn set_limit(bytes: usize) {
     LIMIT.store(bytes, Ordering::Relaxed);
 }
-static OVERWRITTEN_SPANS: AtomicU64 = AtomicU64::new(0);
 
 /// A part of a trace kept in a history, and the bytes it holds.
 pub(crate) struct Kept {
@@ -77,30 +75,38 @@ impl History {
         self.entries.iter()
     }
 
-    /// Keeps `entries`; returns what made room for them (the oldest parts),
-    /// for the caller to recycle outside the handover's write.
-    pub(crate) fn keep(&mut self, entries: impl IntoIterator<Item = Kept>, limit: usize) -> Vec<Kept> {
+    /// Keeps `entries`; moves what made room for them (the oldest parts)
+    /// into `evicted`, for the caller to recycle outside the handover's
+    /// write. What made room is counted in the counters of the thread that
+    /// runs this (no shared read-modify-write on a traced thread).
+    pub(crate) fn keep(
+        &mut self,
+        entries: impl IntoIterator<Item = Kept>,
+        limit: usize,
+        evicted: &mut Vec<Kept>,
+    ) {
         for entry in entries {
             self.bytes += entry.bytes;
             self.entries.push_back(entry);
         }
-        let mut evicted = Vec::new();
+        let (mut parts, mut spans) = (0, 0);
         while self.bytes > limit {
             let Some(oldest) = self.entries.pop_front() else { break };
             self.bytes -= oldest.bytes;
-            OVERWRITTEN_PARTS.fetch_add(1, Ordering::Relaxed);
-            OVERWRITTEN_SPANS.fetch_add(oldest.message.span_count() as u64, Ordering::Relaxed);
+            parts += 1;
+            spans += oldest.message.span_count() as u64;
             evicted.push(oldest);
         }
-        evicted
+        if parts > 0 {
+            stats::count_overwritten_here(parts, spans);
+        }
     }
 
     /// Keeps what waited to join the history (written while a harvest ran).
-    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize) -> Vec<Kept> {
-        if waiting.is_empty() {
-            return Vec::new();
+    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize, evicted: &mut Vec<Kept>) {
+        if !waiting.is_empty() {
+            self.keep(waiting.drain(..), limit, evicted);
         }
-        self.keep(waiting.drain(..), limit)
     }
 
     /// Forgets everything (the recorder was switched off).
@@ -112,13 +118,13 @@ impl History {
 
 /// Parts and spans made room for since the process started.
 pub(crate) fn overwritten() -> (u64, u64) {
-    (OVERWRITTEN_PARTS.load(Ordering::Relaxed), OVERWRITTEN_SPANS.load(Ordering::Relaxed))
+    stats::overwritten()
 }
 
 /// Parts made room for on their own thread: their span buffers serve its
-/// next lines.
-pub(crate) fn recycle_here(evicted: Vec<Kept>) {
-    for kept in evicted {
+/// next lines. `evicted` is left empty, its capacity kept for next time.
+pub(crate) fn recycle_here(evicted: &mut Vec<Kept>) {
+    for kept in evicted.drain(..) {
         if let Message::Parts(parts) = kept.message {
             if let Batch::Local { spans, .. } = parts.batch {
                 span_buffers::give_back_locally(spans);

@@ -52,6 +52,9 @@ pub(crate) struct Thread {
 struct ThreadQueue {
     thread: Arc<Thread>,
     queued: usize,
+    /// What made room in the thread's history, between its eviction and
+    /// its recycling; kept for its capacity.
+    evicted: Vec<Kept>,
 }
 
 /// Every live thread's handover, and the exited ones not yet harvested.
@@ -173,15 +176,13 @@ pub(crate) fn keep(entries: impl IntoIterator<Item = Kept>, limit: usize) {
             **slot = Slot::Open(register_thread());
         }
         let Slot::Open(queue) = &mut **slot else { return };
-        let evicted = queue.thread.handoff.write(hub(), |cells, history| match history {
+        let evicted = &mut queue.evicted;
+        queue.thread.handoff.write(hub(), |cells, history| match history {
             Some(history) => {
-                history.absorb(&mut cells.kept, limit);
-                history.keep(entries, limit)
+                history.absorb(&mut cells.kept, limit, evicted);
+                history.keep(entries, limit, evicted);
             }
-            None => {
-                cells.kept.extend(entries);
-                Vec::new()
-            }
+            None => cells.kept.extend(entries),
         });
         crate::transport::history::recycle_here(evicted);
     });
@@ -322,7 +323,7 @@ fn register_thread() -> ThreadQueue {
         number: NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) as u32,
     });
     lock(&THREADS).push(thread.clone());
-    ThreadQueue { thread, queued: 0 }
+    ThreadQueue { thread, queued: 0, evicted: Vec::new() }
 }
 
 /// Outboxes kept empty for threads (see [`harvest`]): enough for a few.

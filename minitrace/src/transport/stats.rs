@@ -88,8 +88,8 @@ pub fn stats() -> Stats {
     let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     let sampled_out = {
         // Under the lock a thread folds its own count in at exit: counted once.
-        let threads = lock(&THREADS_SAMPLED_OUT);
-        read(&SAMPLED_OUT) + threads.iter().map(|counter| read(counter)).sum::<u64>()
+        let threads = lock(&THREADS_HERE);
+        read(&SAMPLED_OUT) + threads.iter().map(|here| read(&here.sampled_out)).sum::<u64>()
     };
     Stats {
         spans_reported: read(&REPORTED),
@@ -134,31 +134,72 @@ pub(crate) fn count_sampled_out(spans: usize) {
 /// no cache line another thread writes), summed by [`stats`].
 #[inline]
 pub(crate) fn count_sampled_out_here(spans: usize) {
-    let _ = SAMPLED_OUT_HERE.try_with(|counter| {
-        let counter = &counter.0;
-        counter.store(counter.load(Ordering::Relaxed) + spans as u64, Ordering::Relaxed);
+    let _ = HERE.try_with(|here| add(&here.0.sampled_out, spans as u64));
+}
+
+/// Parts and spans of the flight recorder's histories made room for, on
+/// this thread: counted as [`count_sampled_out_here`] counts.
+pub(crate) fn count_overwritten_here(parts: u64, spans: u64) {
+    let _ = HERE.try_with(|here| {
+        add(&here.0.overwritten_parts, parts);
+        add(&here.0.overwritten_spans, spans);
     });
 }
 
-/// Every live thread's own count of spans thrown away there.
-static THREADS_SAMPLED_OUT: Mutex<Vec<Arc<AtomicU64>>> = Mutex::new(Vec::new());
+/// Parts and spans made room for in the recorder's histories, every
+/// thread's summed.
+pub(crate) fn overwritten() -> (u64, u64) {
+    let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let threads = lock(&THREADS_HERE);
+    let parts = read(&EXITED.overwritten_parts)
+        + threads.iter().map(|here| read(&here.overwritten_parts)).sum::<u64>();
+    let spans = read(&EXITED.overwritten_spans)
+        + threads.iter().map(|here| read(&here.overwritten_spans)).sum::<u64>();
+    (parts, spans)
+}
 
-struct ThreadCounter(Arc<AtomicU64>);
+/// A plain add to a counter only this thread writes.
+#[inline]
+fn add(counter: &AtomicU64, amount: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + amount, Ordering::Relaxed);
+}
+
+/// The counters a thread keeps of its own.
+#[derive(Default)]
+struct Counts {
+    sampled_out: AtomicU64,
+    overwritten_parts: AtomicU64,
+    overwritten_spans: AtomicU64,
+}
+
+/// Every live thread's own counters.
+static THREADS_HERE: Mutex<Vec<Arc<Counts>>> = Mutex::new(Vec::new());
+/// The counts of threads that exited (`sampled_out` is [`SAMPLED_OUT`]).
+static EXITED: Counts = Counts {
+    sampled_out: AtomicU64::new(0),
+    overwritten_parts: AtomicU64::new(0),
+    overwritten_spans: AtomicU64::new(0),
+};
+
+struct ThreadCounts(Arc<Counts>);
 
 thread_local! {
-    static SAMPLED_OUT_HERE: ThreadCounter = {
-        let counter = Arc::new(AtomicU64::new(0));
-        lock(&THREADS_SAMPLED_OUT).push(counter.clone());
-        ThreadCounter(counter)
+    static HERE: ThreadCounts = {
+        let counts = Arc::new(Counts::default());
+        lock(&THREADS_HERE).push(counts.clone());
+        ThreadCounts(counts)
     };
 }
 
-impl Drop for ThreadCounter {
-    /// The thread exits: its count moves to the shared one.
+impl Drop for ThreadCounts {
+    /// The thread exits: its counts move to the shared ones.
     fn drop(&mut self) {
-        let mut threads = lock(&THREADS_SAMPLED_OUT);
-        SAMPLED_OUT.fetch_add(self.0.load(Ordering::Relaxed), Ordering::Relaxed);
-        threads.retain(|counter| !Arc::ptr_eq(counter, &self.0));
+        let mut threads = lock(&THREADS_HERE);
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        SAMPLED_OUT.fetch_add(read(&self.0.sampled_out), Ordering::Relaxed);
+        EXITED.overwritten_parts.fetch_add(read(&self.0.overwritten_parts), Ordering::Relaxed);
+        EXITED.overwritten_spans.fetch_add(read(&self.0.overwritten_spans), Ordering::Relaxed);
+        threads.retain(|counts| !Arc::ptr_eq(counts, &self.0));
     }
 }
 

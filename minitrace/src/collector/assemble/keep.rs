@@ -44,10 +44,10 @@ impl Collector {
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {
                         let (_, mut filed) = returning.swap_remove(at);
-                        evicted.extend(history.keep(filed.drain(..).map(Kept::new), limit));
+                        history.keep(filed.drain(..).map(Kept::new), limit, &mut evicted);
                         emptied.push(filed);
                     }
-                    evicted.extend(history.absorb(&mut cells.kept, limit));
+                    history.absorb(&mut cells.kept, limit, &mut evicted);
                 }
                 if finished && cells.outbox.is_empty() {
                     // An exited thread's memory joins the exited threads'
@@ -76,7 +76,7 @@ impl Collector {
             );
         }
         if limit > 0 {
-            evicted.extend(self.exited.keep(leaving, limit * EXITED_THREADS));
+            self.exited.keep(leaving, limit * EXITED_THREADS, &mut evicted);
         } else {
             evicted.extend(leaving);
             evicted.extend(self.exited.clear());
