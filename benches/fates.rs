@@ -328,5 +328,71 @@ fn write_delivery() {
     }
 }
 
-criterion_group!(benches, fates);
+/// Retrieval after the fact: 2 threads fill 8 MiB of flight memory each
+/// with thrown-away requests (1 root + 9 local spans, flat out) until it
+/// wraps, then stay alive; one trace is asked for by id, a different one
+/// each time, and returned whole. Printed beside it: how many seconds of
+/// history 8 MiB holds at the producers' rate, and how many requests.
+fn retrieval(c: &mut Criterion) {
+    use minitrace::collector::{Config, TraceId};
+    use minitrace::recorder::{self, FlightRecorder};
+
+    const BYTES: usize = 8 << 20;
+    configure_ours(Config::default().report_slow_traces_only(Duration::from_secs(3600)));
+    FlightRecorder::new().bytes_per_thread(BYTES).enable();
+    // Each producer reports its rate, then stays alive (its memory held
+    // as a live thread's) until the bench ends and `done` is dropped.
+    let (done, stay) = std::sync::mpsc::channel::<()>();
+    let stay = std::sync::Arc::new(Mutex::new(stay));
+    let (rate_of, rates) = std::sync::mpsc::channel::<f64>();
+    let producers: Vec<_> = (0..2)
+        .map(|_| {
+            let (stay, rate_of) = (stay.clone(), rate_of.clone());
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                let mut requests = 0u64;
+                // Long enough to wrap: the oldest requests overwritten.
+                while start.elapsed() < Duration::from_secs(2) {
+                    for _ in 0..1000 {
+                        ours(None);
+                    }
+                    requests += 1000;
+                }
+                let _ = rate_of.send(requests as f64 / start.elapsed().as_secs_f64());
+                let _ = stay.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    let rate = (rates.recv().unwrap() + rates.recv().unwrap()) / 2.0;
+    minitrace::flush();
+    let ids: Vec<TraceId> = recorder::snapshot().traces.iter().map(|trace| trace.trace_id).collect();
+    assert!(ids.len() > 1000, "the recorder holds the producers' requests");
+    for thread in recorder::retention().threads.iter().filter(|thread| thread.roots > 0) {
+        eprintln!(
+            "retrieval: thread {} holds {} requests in {} bytes: {:.3} s of history at {rate:.0} requests/s",
+            thread.thread,
+            thread.roots,
+            thread.bytes,
+            thread.roots as f64 / rate,
+        );
+    }
+    let mut group = c.benchmark_group("retrieval of one trace from 2 threads x 8 MiB");
+    let mut next = 0usize;
+    group.bench_function("minitrace (this workspace), recorder::trace(id)", |b| {
+        b.iter(|| {
+            next = (next + 7919) % ids.len();
+            let trace = recorder::trace(ids[next]).expect("held");
+            assert_eq!(trace.spans.len(), CHILDREN + 1);
+            trace
+        })
+    });
+    group.finish();
+    drop(done);
+    for producer in producers {
+        producer.join().unwrap();
+    }
+    FlightRecorder::disable();
+}
+
+criterion_group!(benches, fates, retrieval);
 criterion_main!(benches);
