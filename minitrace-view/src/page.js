@@ -283,7 +283,7 @@
     requestAnimationFrame(() => { pending = false; drawAll(); });
   }
   function drawAll() {
-    drawScatter(); drawScatterAxes(); drawInflight(); drawStreamAxes();
+    drawScatter(); drawScatterAxes(); drawInflight(); drawStreamAxes(); explainer.draw();
   }
 
   // Zoom, pan, select.
@@ -532,6 +532,13 @@
   $('slowest').addEventListener('click', (event) => {
     const index = event.target.dataset && event.target.dataset.index;
     if (index !== undefined) select(Number(index));
+  });
+
+  // The heatmap, the ranking of a brushed region's attributes, and the
+  // percentiles per operation: explain.js, on the same data and time axis.
+  const explainer = mtExplain.install({
+    n, meta, begin, dur, durLog, kind, view: () => view, dpr, fit, axes, timeTicks, fmtDur, escapeHtml,
+    attributes, blockCount, api,
   });
 
   api.view = () => ({ ...view });

@@ -111,8 +111,10 @@ try {
       return { requests, spans, names, ms: Math.round(performance.now() - started) };
     });
 
-    // A wheel turn over the scatter zooms both axes in.
+    // A wheel turn over the scatter zooms both axes in. (The span's click
+    // above may have scrolled the scatter out of view.)
     const before = await page.evaluate(() => window.mtview.view());
+    await page.$eval('#scatter', (canvas) => canvas.scrollIntoView({ block: 'center' }));
     const box = await page.$eval('#scatter', (canvas) => {
       const r = canvas.getBoundingClientRect();
       return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
