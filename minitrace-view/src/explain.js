@@ -42,7 +42,7 @@ const mtExplain = (() => {
 
   // `page`: { n, meta, begin, dur, durLog, kind, view(), dpr(), fit(canvas),
   // axes(overlay, plot, xTicks, yTicks, title), timeTicks(width), fmtDur(ns),
-  // escapeHtml(text), attributes(b), blockCount, api }; see page.js. Adds
+  // escapeHtml(text), readAttributes(b), blockCount, api }; see page.js. Adds
   // its test hooks to `api` (window.mtview), and returns { draw }.
   function install(page) {
     const $ = (id) => document.getElementById(id);
@@ -75,6 +75,7 @@ const mtExplain = (() => {
     $('heatmap-scale').style.background = `linear-gradient(to right, ${stops})`;
 
     function draw() {
+      const started = performance.now();
       page.fit(canvas);
       const W = canvas.width;
       const H = canvas.height;
@@ -112,6 +113,7 @@ const mtExplain = (() => {
       context.drawImage(cells, 0, 0, W, H);
       $('heatmap-max').textContent = `1 – ${most.toLocaleString('en')}`;
       drawAxes();
+      api.heatmapMs = performance.now() - started;
     }
 
     const yOf = (l, Hp) => (yHi - l) / (yHi - yLo) * Hp;
@@ -206,29 +208,40 @@ const mtExplain = (() => {
     }
 
     // Every request's attributes, numbered: request i has the attribute
-    // numbers ids[starts[i]] .. ids[starts[i + 1]]. Read once, on the first
-    // brush, from the dump's blocks (page.js's attributes(b)).
+    // numbers ids[starts[i]] .. ids[starts[i + 1]]. Read once from the
+    // dump's blocks (page.js's readAttributes(b)), in the background a
+    // moment after the page is ready, or at once on the first brush.
     let index = null;
-    function buildIndex(progress) {
+    let indexed = 0; // blocks read
+    let onProgress = () => {};
+    function buildIndex() {
       if (index) return index;
       index = (async () => {
-        const numbers = new Map();
+        // label → number, a map per kind; properties by key, then value.
+        const operations = new Map();
+        const properties = new Map();
+        const spans = new Map();
+        const threads = new Map();
         const kinds = [];
         const labels = [];
-        const seen = [];
+        let seen = new Int32Array(1024); // the last request that had each number
         const starts = new Uint32Array(n + 1);
         let ids = new Uint32Array(Math.max(1024, n * 4));
         let used = 0;
-        const add = (attributeKind, label, i) => {
-          const key = `${attributeKind}\u0000${label}`;
-          let id = numbers.get(key);
-          if (id === undefined) {
-            id = labels.length;
-            numbers.set(key, id);
-            kinds.push(attributeKind);
-            labels.push(label);
-            seen.push(0);
+        // The number of a new attribute.
+        const fresh = (map, key, attributeKind, label) => {
+          const id = labels.length;
+          map.set(key, id);
+          kinds.push(attributeKind);
+          labels.push(label);
+          if (id === seen.length) {
+            const grown = new Int32Array(seen.length * 2);
+            grown.set(seen);
+            seen = grown;
           }
+          return id;
+        };
+        const add = (id, i) => {
           if (seen[id] === i + 1) return;
           seen[id] = i + 1;
           if (used === ids.length) {
@@ -240,17 +253,26 @@ const mtExplain = (() => {
         };
         let i = 0;
         for (let b = 0; b < page.blockCount; b++) {
-          for (const request of await page.attributes(b)) {
+          for (const request of await page.readAttributes(b)) {
             starts[i] = used;
-            add(OPERATION, request.name, i);
-            for (const [key, value] of request.properties) add(PROPERTY, `${key}=${value}`, i);
+            const name = request.name;
+            add(operations.get(name) ?? fresh(operations, name, OPERATION, name), i);
+            for (const [key, value] of request.properties) {
+              let values = properties.get(key);
+              if (values === undefined) properties.set(key, values = new Map());
+              add(values.get(value) ?? fresh(values, value, PROPERTY, `${key}=${value}`), i);
+            }
             // The spans under the root: the root, last when held, is the operation.
-            const spans = request.spanNames.length - (request.thread !== 0 ? 1 : 0);
-            for (let s = 0; s < spans; s++) add(SPAN, request.spanNames[s], i);
-            add(THREAD, request.thread === 0 ? '(root not held)' : String(request.thread), i);
+            const names = request.spanNames;
+            for (let k = names.length - (request.thread !== 0 ? 2 : 1); k >= 0; k--) {
+              add(spans.get(names[k]) ?? fresh(spans, names[k], SPAN, names[k]), i);
+            }
+            const thread = request.thread;
+            add(threads.get(thread) ?? fresh(threads, thread, THREAD, thread === 0 ? '(root not held)' : String(thread)), i);
             i++;
           }
-          progress(b + 1);
+          indexed = b + 1;
+          onProgress();
         }
         starts[n] = used;
         const totals = new Uint32Array(labels.length);
@@ -259,6 +281,8 @@ const mtExplain = (() => {
       })();
       return index;
     }
+    // Its failure (a block the browser cannot read) shows on the next brush.
+    setTimeout(() => buildIndex().catch(() => {}), 1000);
 
     const status = $('explain-status');
     const table = $('explain-table');
@@ -278,9 +302,19 @@ const mtExplain = (() => {
         return api.explained;
       }
       const started = performance.now();
-      const attributes = await buildIndex((done) => {
-        status.textContent = `Reading every request's attributes: block ${done} of ${page.blockCount}…`;
-      });
+      onProgress = () => {
+        status.textContent = `Reading every request's attributes: block ${indexed} of ${page.blockCount}…`;
+      };
+      onProgress();
+      let attributes;
+      try {
+        attributes = await buildIndex();
+      } catch (error) {
+        status.textContent = `The requests' attributes could not be read: ${error.message}`;
+        return null;
+      } finally {
+        onProgress = () => {};
+      }
       if (mask !== selection) return null; // brushed again meanwhile
       const { kinds, labels, starts, ids, totals } = attributes;
       const inSelection = new Uint32Array(labels.length);
@@ -346,7 +380,7 @@ const mtExplain = (() => {
     }
     drawOperations();
 
-    // For tests and tools: brush a region in data units (t0, t1: µs since
+    // For tests and tools: heatmapMs, the last heatmap's drawing time; brush a region in data units (t0, t1: µs since
     // the first request; d0, d1: latency in µs), or null to clear it; the
     // ranking's promise. heatmapPoint(t, d): where on the screen (client
     // pixels) a request starting at t µs with latency d µs is drawn.

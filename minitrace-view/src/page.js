@@ -363,6 +363,12 @@
     }
     return attributeBlocks.get(b);
   }
+  // A block's attributes, as attributes(b) gives them, without keeping
+  // them unless they were kept already: for a single pass over every block.
+  function readAttributes(b) {
+    if (attributeBlocks.has(b)) return attributeBlocks.get(b);
+    return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b)));
+  }
   function blockOf(index) {
     let b = 0;
     while (b + 1 < meta.blockStarts.length && meta.blockStarts[b + 1] <= index) b++;
@@ -538,7 +544,7 @@
   // percentiles per operation: explain.js, on the same data and time axis.
   const explainer = mtExplain.install({
     n, meta, begin, dur, durLog, kind, view: () => view, dpr, fit, axes, timeTicks, fmtDur, escapeHtml,
-    attributes, blockCount, api,
+    readAttributes, blockCount, api,
   });
 
   api.view = () => ({ ...view });
