@@ -186,7 +186,6 @@ const mtExplain = (() => {
     });
 
     // The selection: the requests whose start and latency fall in the brush.
-    let explaining = null;
     function setBrush(region) {
       brush = region;
       drawAxes();
@@ -202,9 +201,7 @@ const mtExplain = (() => {
         }
       }
       drawOperations();
-      const run = explain(mask, selectedCount);
-      explaining = run;
-      return run;
+      return explain(mask, selectedCount);
     }
 
     // Every request's attributes, numbered: request i has the attribute
@@ -368,6 +365,8 @@ const mtExplain = (() => {
     const cellsOf = (sorted) => (sorted.length === 0 ? ['0', '', '', '', ''] : [sorted.length.toLocaleString('en'),
       us(percentile(sorted, 0.5)), us(percentile(sorted, 0.9)), us(percentile(sorted, 0.99)), us(sorted[sorted.length - 1])]);
     function drawOperations() {
+      $('operations-hint').textContent = `every request${mask ? ', and those in the selected region,' : ''} ` +
+        "by its root's name (nearest-rank percentiles)";
       const heads = ['requests', 'p50', 'p90', 'p99', 'max'];
       let head = `<th class="label">operation</th>${heads.map((h) => `<th>${h}</th>`).join('')}`;
       if (mask) head += heads.map((h) => `<th class="selected">selected: ${h}</th>`).join('');
@@ -380,10 +379,16 @@ const mtExplain = (() => {
     }
     drawOperations();
 
-    // For tests and tools: heatmapMs, the last heatmap's drawing time; brush a region in data units (t0, t1: µs since
-    // the first request; d0, d1: latency in µs), or null to clear it; the
-    // ranking's promise. heatmapPoint(t, d): where on the screen (client
-    // pixels) a request starting at t µs with latency d µs is drawn.
+    // For tests and tools, on window.mtview:
+    //   brush({ t0, t1, d0, d1 }) brushes a region in data units (t0, t1: µs
+    //     since the first request; d0, d1: latency in µs), or null clears it;
+    //     a promise of what `explained` becomes;
+    //   explained: { selected, rows } of the last ranking (rows: its first 40,
+    //     each { kind, label, selected, others, selectionShare, otherShare,
+    //     difference }), null while one is under way or nothing is brushed;
+    //   heatmapPoint(t, d): where on the screen (client pixels) a request
+    //     starting at t µs with latency d µs is drawn;
+    //   heatmapMs: how long the last heatmap took to draw.
     const api = Object.assign(page.api, {
       explained: null,
       brush: (region) => setBrush(region && { t0: region.t0, t1: region.t1,
@@ -392,7 +397,6 @@ const mtExplain = (() => {
         const rect = canvas.getBoundingClientRect();
         return { x: rect.left + xOf(t, rect.width), y: rect.top + yOf(Math.log10(Math.max(d, 1e-3)), rect.height) };
       },
-      ranking: () => explaining,
     });
     return { draw };
   }
