@@ -7,6 +7,9 @@
 #   bash scripts/browser.sh ready                   # exit 0 when both are installed
 #   bash scripts/browser.sh check PAGE.html OUTDIR  # one JSON line of results;
 #                                                   # screenshots into OUTDIR
+#   bash scripts/browser.sh explain PAGE.html OUTDIR MIN_US
+#                                                   # the same, of a brush over
+#                                                   # latencies above MIN_US
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +35,13 @@ case "${1:-}" in
         ready
         CHROMIUM="$CHROMIUM" node scripts/browser/check.mjs "$2" "$3"
         ;;
+    explain)
+        [ $# -eq 4 ] || { echo "usage: browser.sh explain PAGE.html OUTDIR MIN_US" >&2; exit 2; }
+        ready
+        CHROMIUM="$CHROMIUM" node scripts/browser/explain.mjs "$2" "$3" "$4"
+        ;;
     *)
-        echo "usage: browser.sh ready | check PAGE.html OUTDIR" >&2
+        echo "usage: browser.sh ready | check PAGE.html OUTDIR | explain PAGE.html OUTDIR MIN_US" >&2
         exit 2
         ;;
 esac

@@ -283,7 +283,7 @@
     requestAnimationFrame(() => { pending = false; drawAll(); });
   }
   function drawAll() {
-    drawScatter(); drawScatterAxes(); drawInflight(); drawStreamAxes();
+    drawScatter(); drawScatterAxes(); drawInflight(); drawStreamAxes(); explainer.draw();
   }
 
   // Zoom, pan, select.
@@ -362,6 +362,12 @@
       attributeBlocks.set(b, mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b))));
     }
     return attributeBlocks.get(b);
+  }
+  // A block's attributes, as attributes(b) gives them, without keeping
+  // them unless they were kept already: for a single pass over every block.
+  function readAttributes(b) {
+    if (attributeBlocks.has(b)) return attributeBlocks.get(b);
+    return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b)));
   }
   function blockOf(index) {
     let b = 0;
@@ -532,6 +538,13 @@
   $('slowest').addEventListener('click', (event) => {
     const index = event.target.dataset && event.target.dataset.index;
     if (index !== undefined) select(Number(index));
+  });
+
+  // The heatmap, the ranking of a brushed region's attributes, and the
+  // percentiles per operation: explain.js, on the same data and time axis.
+  const explainer = mtExplain.install({
+    n, meta, begin, dur, durLog, kind, view: () => view, dpr, fit, axes, timeTicks, fmtDur, escapeHtml,
+    readAttributes, blockCount, api,
   });
 
   api.view = () => ({ ...view });

@@ -20,8 +20,11 @@ use crate::{json_string, request_extent, request_name, SummaryBuilder, ViewError
 
 const TEMPLATE: &str = include_str!("page.html");
 /// The block decoder (FORMAT.md of minitrace-flight, in JavaScript), then
-/// the page's script, which uses it.
+/// the page's scripts, which use it.
 const DECODER: &str = include_str!("decode.js");
+/// The heatmap, the ranking of a brushed region's attributes and the
+/// percentiles per operation, which the page's script installs.
+const EXPLAIN: &str = include_str!("explain.js");
 const SCRIPT: &str = include_str!("page.js");
 
 /// The per-stage view's raster: columns of time since the request began.
@@ -263,8 +266,10 @@ impl<W: Write> Write for Counting<W> {
 
 /// Renders a dump as one self-contained HTML page that works offline: the
 /// latency scatter of every request over time (zoomable on both axes),
-/// requests in flight over time, the per-stage view, and on a click the
-/// chosen request's trace as a timeline.
+/// requests in flight over time, a heatmap of start time by latency whose
+/// brushed region's requests get their attributes ranked by what sets them
+/// apart, latency percentiles per operation, the per-stage view, and on a
+/// click the chosen request's trace as a timeline.
 ///
 /// A dump with no requests gives a page that says so. A damaged dump is an
 /// error, and nothing is written before the whole dump has been read.
@@ -344,7 +349,7 @@ pub fn render_page<R: Read, W: Write>(
     );
 
     let title = html_escape(title);
-    let script = format!("{DECODER}\n{SCRIPT}");
+    let script = format!("{DECODER}\n{EXPLAIN}\n{SCRIPT}");
     let values =
         [("{{TITLE}}", title.as_str()), ("/*{{META}}*/", meta.as_str()), ("/*{{SCRIPT}}*/", script.as_str())];
     let (head, tail) = TEMPLATE.split_once("<!--{{DATA}}-->").unwrap_or((TEMPLATE, ""));

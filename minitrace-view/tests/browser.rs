@@ -76,6 +76,17 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     assert_eq!(names.keys().collect::<Vec<_>>(), ["kv::get", "kv::put"]);
     assert_eq!(names.values().map(|count| count.as_u64().unwrap()).sum::<u64>(), 1_000_000);
     assert_eq!(results["zoomedIn"], true);
+    // The heatmap of a million requests: drawn, and quick to redraw.
+    assert!(results["heatmapPixels"].as_u64().unwrap() > 0);
+    let heatmap_ms = results["heatmapMs"].as_u64().unwrap();
+    // A figure to read, not a limit: no timing is asserted in a test.
+    println!("heatmap of 1 M requests drawn in {heatmap_ms} ms");
+    // A brush over the blocked requests ranks their attributes: every
+    // request's, read once (above, so here from what the page kept).
+    let brushed = &results["slowerThan10ms"];
+    eprintln!("brush over the slowest: {brushed}");
+    assert!(brushed["selected"].as_u64().unwrap() >= summary.slowest.len() as u64);
+    assert_eq!(brushed["top"].as_array().unwrap().len(), 3);
 }
 
 #[test]

@@ -111,8 +111,26 @@ try {
       return { requests, spans, names, ms: Math.round(performance.now() - started) };
     });
 
-    // A wheel turn over the scatter zooms both axes in.
+    // The heatmap, and a brush over every request slower than 10 ms: the
+    // ranking of their attributes (read above, or in the background).
+    result.heatmapPixels = await page.$eval('#heatmap', (canvas) => {
+      const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      let drawn = 0;
+      for (let p = 3; p < data.length; p += 4) if (data[p] !== 0) drawn++;
+      return drawn;
+    });
+    result.heatmapMs = await page.evaluate(() => Math.round(window.mtview.heatmapMs));
+    result.slowerThan10ms = await page.evaluate(async () => {
+      const started = performance.now();
+      const explained = await window.mtview.brush({ t0: -1e18, t1: 1e18, d0: 10_000, d1: 1e18 });
+      return { selected: explained.selected, top: explained.rows.slice(0, 3).map((row) => row.label),
+        ms: Math.round(performance.now() - started) };
+    });
+
+    // A wheel turn over the scatter zooms both axes in. (The span's click
+    // above may have scrolled the scatter out of view.)
     const before = await page.evaluate(() => window.mtview.view());
+    await page.$eval('#scatter', (canvas) => canvas.scrollIntoView({ block: 'center' }));
     const box = await page.$eval('#scatter', (canvas) => {
       const r = canvas.getBoundingClientRect();
       return { x: r.left + r.width / 2, y: r.top + r.height / 2 };

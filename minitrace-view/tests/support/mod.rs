@@ -57,14 +57,20 @@ pub fn browser_ready() -> bool {
 
 /// Runs the browser check on `page`; its JSON results.
 pub fn check(page: &Path, artifacts: &Path) -> Value {
-    let output = Command::new("bash")
-        .arg("scripts/browser.sh")
-        .arg("check")
-        .arg(page)
-        .arg(artifacts)
-        .current_dir(workspace())
-        .output()
-        .unwrap();
+    browser(&["check".as_ref(), page.as_os_str(), artifacts.as_os_str()])
+}
+
+/// Brushes the heatmap of `page` over every latency above `min_us` (µs)
+/// with scripts/browser/explain.mjs; its JSON results.
+pub fn explain(page: &Path, artifacts: &Path, min_us: f64) -> Value {
+    let min_us = min_us.to_string();
+    browser(&["explain".as_ref(), page.as_os_str(), artifacts.as_os_str(), min_us.as_ref()])
+}
+
+/// Runs `scripts/browser.sh ARGS`; the JSON line it ends with.
+fn browser(args: &[&std::ffi::OsStr]) -> Value {
+    let output =
+        Command::new("bash").arg("scripts/browser.sh").args(args).current_dir(workspace()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
