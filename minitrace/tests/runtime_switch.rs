@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{new_root, trace};
 use minitrace::local::{LocalCollector, LocalSpan};
@@ -75,7 +76,12 @@ fn traces_begun_while_on_finish_whole_and_none_begin_while_off() {
         .map(|_| {
             std::thread::spawn(|| {
                 let mut begun = Vec::new();
-                for _ in 0..2_000 {
+                // 2 000 roots, and on until one began while the switch was
+                // on: on a busy machine the flipper may not run for a while.
+                let started = std::time::Instant::now();
+                let mut made = 0;
+                while made < 2_000 || (begun.is_empty() && started.elapsed() < Duration::from_secs(30)) {
+                    made += 1;
                     let context = SpanContext::random();
                     let root = Span::root("flipped", context);
                     if root.elapsed().is_some() {
