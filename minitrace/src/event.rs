@@ -52,7 +52,7 @@ impl Event {
         // As in `LocalSpan::add_properties`: the closure runs only when
         // recording, and never while the thread's stack is borrowed.
         if ENABLED && stack::has_line() {
-            stack::add_event(name.into(), crate::data::record::properties(properties));
+            stack::add_event(name.into(), crate::transport::property_lists::collect(properties));
         }
     }
 }

@@ -18,7 +18,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use crate::data::batch::Role;
-use crate::data::convert::{attach_events, convert, Part};
+use crate::data::convert::{attach_events, convert, Emptied, Part};
 use crate::data::id::{SpanId, TraceId};
 use crate::data::record::{EventRecord, SpanRecord};
 use crate::data::target::Target;
@@ -316,7 +316,8 @@ impl Parts {
     }
 
     fn add(&mut self, message: &Message, target: &Target, thread: u32, timeline: &Timeline) {
-        let mut emptied = Vec::new();
+        // Kept parts are converted from clones: nothing of theirs to recycle.
+        let mut emptied = Emptied::default();
         match message {
             Message::Ended(EndedSpan { state, end }) => {
                 let mut one = Vec::with_capacity(1);

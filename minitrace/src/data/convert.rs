@@ -11,7 +11,7 @@ use minstant::Instant;
 use crate::data::batch::{Batch, IdMap};
 use crate::data::id::SpanId;
 use crate::data::raw_span::{RawSpan, LINE_PARENT};
-use crate::data::record::{EventRecord, Property, SpanRecord};
+use crate::data::record::{unbox, EventRecord, Property, PropertyList, SpanRecord};
 use crate::data::span_state::SpanState;
 use crate::data::target::Target;
 use crate::data::timeline::Timeline;
@@ -85,51 +85,63 @@ impl Part<'_> {
     }
 }
 
+/// What converting leaves to recycle: local span buffers, and the lists
+/// whose properties moved into records.
+#[derive(Default)]
+pub(crate) struct Emptied {
+    pub(crate) buffers: Vec<Vec<RawSpan>>,
+    pub(crate) lists: Vec<PropertyList>,
+}
+
 /// Appends `batch`'s records to `out` and its events to `events`, taking
 /// what the batch owns out of it (it lies in a message's ring slot, and is
-/// dropped there). An emptied local buffer goes to `emptied`.
+/// dropped there). An emptied local buffer, and the lists whose properties
+/// moved into records, go to `emptied`.
 pub(crate) fn convert(
     part: Part<'_>,
     target: &Target,
     timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
-    emptied: &mut Vec<Vec<RawSpan>>,
+    emptied: &mut Emptied,
 ) {
     // What a batch owns is taken out and converted by value, with no drop
     // call per span; the rest stays where it lies, in its ring slot
     // (PERFORMANCE.md, "The collector: making records").
     match part {
-        Part::Ended(state, end) => convert_ended(state, end, target, timeline, out, events),
+        Part::Ended(state, end) => {
+            convert_ended(state, end, target, timeline, out, events, &mut emptied.lists)
+        }
         Part::Batch(Batch::Local { spans, events: has_events }) => {
             let mut spans = std::mem::take(spans);
             if *has_events {
                 out.reserve(spans.len());
                 for raw in spans.drain(..) {
-                    push_raw(raw, target, IdMap::Keep, timeline, out, events);
+                    push_raw(raw, target, IdMap::Keep, timeline, out, events, &mut emptied.lists);
                 }
             } else {
                 // The common case, spans only: `extend` over a drain builds
                 // each record in place in `out`
                 // (PERFORMANCE.md, "Building values where they live").
-                out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, timeline)));
+                let lists = &mut emptied.lists;
+                out.extend(spans.drain(..).map(|raw| span_record(raw, target, IdMap::Keep, timeline, lists)));
             }
-            emptied.push(spans);
+            emptied.buffers.push(spans);
         }
         Part::Batch(Batch::Shared { spans, ids }) => {
             for raw in spans.iter() {
-                push_raw(raw.clone(), target, *ids, timeline, out, events);
+                push_raw(raw.clone(), target, *ids, timeline, out, events, &mut emptied.lists);
             }
         }
         Part::KeptBatch(Batch::Shared { spans, ids }) => {
             for raw in spans.iter() {
-                push_raw(raw.clone(), target, *ids, timeline, out, events);
+                push_raw(raw.clone(), target, *ids, timeline, out, events, &mut emptied.lists);
             }
         }
         Part::KeptBatch(Batch::Local { spans, .. }) => {
             out.reserve(spans.len());
             for raw in spans.iter() {
-                push_raw(raw.clone(), target, IdMap::Keep, timeline, out, events);
+                push_raw(raw.clone(), target, IdMap::Keep, timeline, out, events, &mut emptied.lists);
             }
         }
         Part::KeptEnded(state, end) => {
@@ -145,7 +157,10 @@ pub(crate) fn convert(
                 properties,
                 events: Vec::new(),
             });
-            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, timeline))));
+            let lists = &mut emptied.lists;
+            events.extend(
+                span_events.into_iter().map(|event| (state.id(), event_record(event, timeline, lists))),
+            );
         }
     }
 }
@@ -159,6 +174,7 @@ fn convert_ended(
     timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
+    lists: &mut Vec<PropertyList>,
 ) {
     let begin = timeline.unix_nanos(state.begin());
     let duration_ns = timeline.unix_nanos(end).saturating_sub(begin);
@@ -178,6 +194,7 @@ fn convert_ended(
         })),
         Some(extra) => {
             let (name, properties, span_events) = extra.into_parts();
+            let properties = unbox(properties, lists);
             out.extend(std::iter::once_with(|| SpanRecord {
                 trace_id: target.trace_id(),
                 span_id: state.id(),
@@ -188,7 +205,9 @@ fn convert_ended(
                 properties,
                 events: Vec::new(),
             }));
-            events.extend(span_events.into_iter().map(|event| (state.id(), event_record(event, timeline))));
+            events.extend(
+                span_events.into_iter().map(|event| (state.id(), event_record(event, timeline, lists))),
+            );
         }
     }
 }
@@ -201,11 +220,12 @@ fn push_raw(
     timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
     events: &mut Vec<(SpanId, EventRecord)>,
+    lists: &mut Vec<PropertyList>,
 ) {
     if raw.is_event() {
-        events.push((parent_id(&raw, target, ids), event_record(raw, timeline)));
+        events.push((parent_id(&raw, target, ids), event_record(raw, timeline, lists)));
     } else {
-        out.push(span_record(raw, target, ids, timeline));
+        out.push(span_record(raw, target, ids, timeline, lists));
     }
 }
 
@@ -220,7 +240,13 @@ fn parent_id(raw: &RawSpan, target: &Target, ids: IdMap) -> SpanId {
 }
 
 #[inline(always)]
-fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, timeline: &Timeline) -> SpanRecord {
+fn span_record(
+    raw: RawSpan,
+    target: &Target,
+    ids: IdMap,
+    timeline: &Timeline,
+    lists: &mut Vec<PropertyList>,
+) -> SpanRecord {
     let begin = timeline.unix_nanos(raw.begin);
     SpanRecord {
         trace_id: target.trace_id(),
@@ -230,16 +256,16 @@ fn span_record(mut raw: RawSpan, target: &Target, ids: IdMap, timeline: &Timelin
         // Both ends through the anchor: a multiply each, where a `Duration`
         // would cost a division.
         duration_ns: timeline.unix_nanos(raw.end).saturating_sub(begin),
-        properties: raw.take_properties(),
+        properties: unbox(raw.properties, lists),
         name: raw.name,
         events: Vec::new(),
     }
 }
 
-fn event_record(mut raw: RawSpan, timeline: &Timeline) -> EventRecord {
+fn event_record(raw: RawSpan, timeline: &Timeline, lists: &mut Vec<PropertyList>) -> EventRecord {
     EventRecord {
         timestamp_unix_ns: timeline.unix_nanos(raw.begin),
-        properties: raw.take_properties(),
+        properties: unbox(raw.properties, lists),
         name: raw.name,
     }
 }

@@ -3,7 +3,7 @@ use std::borrow::Cow;
 use minstant::Instant;
 
 use crate::data::id::SpanId;
-use crate::data::record::{owned_bytes, properties_bytes, Property};
+use crate::data::record::{owned_bytes, properties_bytes, Property, PropertyList};
 
 /// A span as recorded on the hot path: ticks, not nanoseconds, and no
 /// trace id (the batch it travels in knows its trace). Events are raw spans
@@ -23,8 +23,7 @@ pub(crate) struct RawSpan {
     pub(crate) end: Instant,
     pub(crate) name: Cow<'static, str>,
     /// Boxed, as most spans have none: keeps the span in one cache line.
-    #[allow(clippy::box_collection)]
-    pub(crate) properties: Option<Box<Vec<Property>>>,
+    pub(crate) properties: Option<PropertyList>,
 }
 
 const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<RawSpan>() == 64);
@@ -43,9 +42,12 @@ impl RawSpan {
         RawSpan { id, parent_id, begin, end: Instant::ZERO, name, properties: None }
     }
 
-    pub(crate) fn event(parent_id: SpanId, name: Cow<'static, str>, properties: Vec<Property>) -> RawSpan {
+    pub(crate) fn event(
+        parent_id: SpanId,
+        name: Cow<'static, str>,
+        properties: Option<PropertyList>,
+    ) -> RawSpan {
         let now = Instant::now();
-        let properties = (!properties.is_empty()).then(|| Box::new(properties));
         RawSpan { id: EVENT, parent_id, begin: now, end: now, name, properties }
     }
 
@@ -53,17 +55,20 @@ impl RawSpan {
         self.id == EVENT
     }
 
-    /// The first properties move in as they are (one box), later ones extend them.
-    pub(crate) fn add_properties(&mut self, properties: Vec<Property>) {
+    /// The first list moves in as it is; a later one's properties are
+    /// appended, and that list, emptied, is handed back for reuse.
+    pub(crate) fn add_properties(&mut self, mut list: PropertyList) -> Option<PropertyList> {
         match &mut self.properties {
-            Some(existing) => existing.extend(properties),
-            None if properties.is_empty() => {}
-            None => self.properties = Some(Box::new(properties)),
+            Some(existing) => {
+                existing.append(&mut list);
+                Some(list)
+            }
+            None if list.is_empty() => Some(list),
+            None => {
+                self.properties = Some(list);
+                None
+            }
         }
-    }
-
-    pub(crate) fn take_properties(&mut self) -> Vec<Property> {
-        self.properties.take().map(|boxed| *boxed).unwrap_or_default()
     }
 
     pub(crate) fn is_open(&self) -> bool {

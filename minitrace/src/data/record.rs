@@ -25,15 +25,23 @@ pub(crate) fn properties_bytes(properties: &[Property]) -> usize {
         .sum()
 }
 
-/// Evaluates a user's properties closure into owned pairs.
-pub(crate) fn properties<K, V, I, F>(properties: F) -> Vec<Property>
-where
-    K: Into<Cow<'static, str>>,
-    V: Into<Cow<'static, str>>,
-    I: IntoIterator<Item = (K, V)>,
-    F: FnOnce() -> I,
-{
-    properties().into_iter().map(|(key, value)| (key.into(), value.into())).collect()
+/// A span's or an event's properties as it keeps them: one pointer, so
+/// that a raw span stays in a cache line. Recycled (`transport::property_lists`).
+#[allow(clippy::box_collection)]
+pub(crate) type PropertyList = Box<Vec<Property>>;
+
+/// A kept list's properties, moved out for a record; the emptied list goes
+/// to `emptied`, to be filled again with a reported record's vector.
+#[inline(always)]
+pub(crate) fn unbox(list: Option<PropertyList>, emptied: &mut Vec<PropertyList>) -> Vec<Property> {
+    match list {
+        None => Vec::new(),
+        Some(mut list) => {
+            let properties = std::mem::take(&mut *list);
+            emptied.push(list);
+            properties
+        }
+    }
 }
 
 /// A finished span, as the collector hands it to a [`Reporter`](crate::collector::Reporter).

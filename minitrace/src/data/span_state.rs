@@ -15,7 +15,7 @@ use crate::data::batch::{Batch, IdMap, Role};
 use crate::data::collect_id;
 use crate::data::id::{SpanId, TraceId};
 use crate::data::raw_span::{Clock, RawSpan, LINE_PARENT};
-use crate::data::record::Property;
+use crate::data::record::{Property, PropertyList};
 use crate::data::target::{Target, Targets};
 use crate::util::lazy_box::LazyBox;
 
@@ -44,7 +44,7 @@ pub(crate) struct Extra {
     /// An owned name, or a static one longer than `u16::MAX` bytes: takes
     /// the place of the inline one.
     name: Option<Cow<'static, str>>,
-    properties: Vec<Property>,
+    properties: Option<PropertyList>,
     /// The targets after the first, for a span with several parents.
     more_targets: Vec<Target>,
     /// Events added through `&Span`.
@@ -141,7 +141,7 @@ impl SpanState {
 
     /// The properties added so far.
     pub(crate) fn properties(&self) -> &[Property] {
-        self.extra.get().map_or(&[], |extra| &extra.properties)
+        self.extra.get().and_then(|extra| extra.properties.as_deref()).map_or(&[], Vec::as_slice)
     }
 
     pub(crate) fn trace_id(&self) -> TraceId {
@@ -174,9 +174,21 @@ impl SpanState {
         }
     }
 
-    pub(crate) fn add_properties(&mut self, properties: Vec<Property>) {
-        if !properties.is_empty() {
-            self.extra.get_mut_or_default().properties.extend(properties);
+    /// The first list moves in as it is; a later one's properties are
+    /// appended, and that list, emptied, is handed back for reuse.
+    pub(crate) fn add_properties(&mut self, mut list: PropertyList) -> Option<PropertyList> {
+        if list.is_empty() {
+            return Some(list);
+        }
+        match &mut self.extra.get_mut_or_default().properties {
+            Some(existing) => {
+                existing.append(&mut list);
+                Some(list)
+            }
+            slot @ None => {
+                *slot = Some(list);
+                None
+            }
         }
     }
 
@@ -192,7 +204,9 @@ impl SpanState {
             let events = crate::util::lock(&extra.events);
             std::mem::size_of::<Extra>()
                 + extra.name.as_ref().map_or(0, crate::data::record::owned_bytes)
-                + crate::data::record::properties_bytes(&extra.properties)
+                + extra.properties.as_deref().map_or(0, |properties| {
+                    std::mem::size_of::<Vec<Property>>() + crate::data::record::properties_bytes(properties)
+                })
                 + events
                     .iter()
                     .map(|event| std::mem::size_of::<RawSpan>() + event.heap_bytes())
@@ -224,7 +238,9 @@ impl SpanState {
             if let Some(name) = name {
                 raw.name = name;
             }
-            raw.add_properties(properties);
+            if let Some(properties) = properties {
+                raw.add_properties(properties);
+            }
             spans = events;
         }
         spans.insert(0, raw);
@@ -238,7 +254,8 @@ impl SpanState {
             None => (None, Vec::new(), Vec::new()),
             Some(extra) => {
                 let events = crate::util::lock(&extra.events).clone();
-                (extra.name.clone(), extra.properties.clone(), events)
+                let properties = extra.properties.as_deref().cloned().unwrap_or_default();
+                (extra.name.clone(), properties, events)
             }
         }
     }
@@ -252,7 +269,9 @@ impl SpanState {
         if let Some(name) = name {
             raw.name = name;
         }
-        raw.add_properties(properties);
+        if !properties.is_empty() {
+            raw.add_properties(Box::new(properties));
+        }
         let mut spans = events;
         spans.insert(0, raw);
         Batch::Shared { spans: Arc::new(spans), ids: IdMap::Keep }
@@ -285,7 +304,7 @@ impl SpanState {
 impl Extra {
     /// The owned name (if any), the properties and the events.
     #[cold]
-    pub(crate) fn into_parts(self) -> (Option<Cow<'static, str>>, Vec<Property>, Vec<RawSpan>) {
+    pub(crate) fn into_parts(self) -> (Option<Cow<'static, str>>, Option<PropertyList>, Vec<RawSpan>) {
         let events = self.events.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
         (self.name, self.properties, events)
     }
@@ -337,8 +356,8 @@ mod tests {
         for name in [Cow::Owned(String::from("owned")), Cow::Borrowed(long)] {
             let targets = Targets::Many(vec![target(1), target(2)]);
             let mut state = SpanState::new(name.clone(), targets.clone(), Role::Child, Instant::ZERO);
-            state.add_properties(vec![("k".into(), "v".into())]);
-            state.add_event(RawSpan::event(state.id(), "event".into(), Vec::new()));
+            assert!(state.add_properties(Box::new(vec![("k".into(), "v".into())])).is_none());
+            state.add_event(RawSpan::event(state.id(), "event".into(), None));
             let id = state.id();
             assert_eq!(state.targets(), targets);
             assert_eq!(

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use crate::data::batch::{Batch, IdMap};
 use crate::data::context::SpanContext;
-use crate::data::convert::{attach_events, convert, Part};
+use crate::data::convert::{attach_events, convert, Emptied, Part};
 use crate::data::raw_span::RawSpan;
 use crate::data::record::SpanRecord;
 use crate::data::target::Target;
@@ -123,10 +123,10 @@ fn into_records(
     timeline: &Timeline,
     out: &mut Vec<SpanRecord>,
 ) {
-    let (first, mut events, mut emptied) = (out.len(), Vec::new(), Vec::new());
+    let (first, mut events, mut emptied) = (out.len(), Vec::new(), Emptied::default());
     for (mut batch, target) in parts {
         convert(Part::Batch(&mut batch), &target, timeline, out, &mut events, &mut emptied);
     }
     attach_events(&mut out[first..], events);
-    span_buffers::recycle(&mut emptied);
+    span_buffers::recycle(&mut emptied.buffers);
 }

@@ -4,6 +4,7 @@ use std::marker::PhantomData;
 use crate::data::context::SpanContext;
 use crate::data::otel::{self, SpanKind, SpanStatus};
 use crate::local::stack::{self, LocalSpanHandle};
+use crate::transport::property_lists;
 use crate::util::recording::{recording, Recording, ENABLED};
 
 /// A span on the current thread's fast path: starting one is a clock read
@@ -79,7 +80,9 @@ impl LocalSpan {
         F: FnOnce() -> I,
     {
         if let Some(&handle) = self.handle.as_ref() {
-            stack::add_properties_to_span(handle, crate::data::record::properties(properties));
+            if let Some(list) = property_lists::collect(properties) {
+                stack::add_properties_to_span(handle, list);
+            }
         }
         self
     }
@@ -148,7 +151,9 @@ impl LocalSpan {
         // Two looks at the thread's stack: the user's closure must run with
         // the stack released (it may start spans itself), and only if needed.
         if ENABLED && stack::has_open_local_span() {
-            stack::add_properties_to_current(crate::data::record::properties(properties));
+            if let Some(list) = property_lists::collect(properties) {
+                stack::add_properties_to_current(list);
+            }
         }
     }
 }

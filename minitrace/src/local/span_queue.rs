@@ -2,7 +2,7 @@ use std::borrow::Cow;
 
 use crate::data::id::SpanId;
 use crate::data::raw_span::{Clock, RawSpan, LINE_PARENT};
-use crate::data::record::Property;
+use crate::data::record::PropertyList;
 use crate::transport::{span_buffers, stats};
 
 /// Local spans under one parent, most recent last. Opening a span is a
@@ -106,19 +106,23 @@ impl SpanQueue {
         self.current
     }
 
-    pub(crate) fn add_properties(&mut self, slot: usize, properties: Vec<Property>) {
-        if let Some(span) = self.spans.get_mut(slot) {
-            span.add_properties(properties);
+    /// Returns the list when it is left over (emptied, or not taken).
+    pub(crate) fn add_properties(&mut self, slot: usize, list: PropertyList) -> Option<PropertyList> {
+        match self.spans.get_mut(slot) {
+            Some(span) => span.add_properties(list),
+            None => Some(list),
         }
     }
 
-    pub(crate) fn add_properties_to_current(&mut self, properties: Vec<Property>) {
-        if self.current != LINE_PARENT {
-            self.add_properties((self.current.0 - self.id_base) as usize, properties);
+    /// As [`add_properties`](Self::add_properties), to the innermost open span.
+    pub(crate) fn add_properties_to_current(&mut self, list: PropertyList) -> Option<PropertyList> {
+        match self.current {
+            LINE_PARENT => Some(list),
+            current => self.add_properties((current.0 - self.id_base) as usize, list),
         }
     }
 
-    pub(crate) fn add_event(&mut self, name: Cow<'static, str>, properties: Vec<Property>) {
+    pub(crate) fn add_event(&mut self, name: Cow<'static, str>, properties: Option<PropertyList>) {
         if self.make_room().is_some() {
             self.spans.push(RawSpan::event(self.current, name, properties));
             self.events += 1;
@@ -156,7 +160,7 @@ mod tests {
         queue.finish_span(closed);
         let closed_end = queue.spans[closed].end;
         let _open = queue.start_span("open".into()).unwrap();
-        queue.add_event("event".into(), Vec::new());
+        queue.add_event("event".into(), None);
         let _open_inner = queue.start_span("open inner".into()).unwrap();
         let (spans, count) = queue.take_all();
         assert_eq!((spans.len(), count), (4, 3));

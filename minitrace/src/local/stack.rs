@@ -11,12 +11,12 @@ use std::num::NonZeroU64;
 use crate::data::context::SpanContext;
 use crate::data::escape;
 use crate::data::raw_span::{RawSpan, LINE_PARENT};
-use crate::data::record::Property;
+use crate::data::record::PropertyList;
 use crate::data::target::Targets;
 use crate::local::parked;
 use crate::local::span_queue::{SpanQueue, MAX_SPANS_PER_QUEUE};
 use crate::transport::message::Message;
-use crate::transport::{gate, queue, span_buffers};
+use crate::transport::{gate, property_lists, queue, span_buffers};
 
 pub(crate) struct SpanLine {
     epoch: u64,
@@ -231,23 +231,28 @@ pub(crate) fn exit_span(handle: LocalSpanHandle) {
     });
 }
 
-pub(crate) fn add_properties_to_span(handle: LocalSpanHandle, properties: Vec<Property>) {
-    with_stack(|stack| {
-        if let Some(line) = line_mut(&mut stack.lines, handle.epoch()) {
-            line.queue.add_properties(handle.index(), properties);
-        }
+pub(crate) fn add_properties_to_span(handle: LocalSpanHandle, list: PropertyList) {
+    let left = with_stack(|stack| match line_mut(&mut stack.lines, handle.epoch()) {
+        Some(line) => line.queue.add_properties(handle.index(), list),
+        None => Some(list),
     });
+    // Given back once the stack is released.
+    if let Some(list) = left.flatten() {
+        property_lists::give_back_locally(list);
+    }
 }
 
-pub(crate) fn add_properties_to_current(properties: Vec<Property>) {
-    with_stack(|stack| {
-        if let Some(line) = stack.lines.last_mut() {
-            line.queue.add_properties_to_current(properties);
-        }
+pub(crate) fn add_properties_to_current(list: PropertyList) {
+    let left = with_stack(|stack| match stack.lines.last_mut() {
+        Some(line) => line.queue.add_properties_to_current(list),
+        None => Some(list),
     });
+    if let Some(list) = left.flatten() {
+        property_lists::give_back_locally(list);
+    }
 }
 
-pub(crate) fn add_event(name: Cow<'static, str>, properties: Vec<Property>) {
+pub(crate) fn add_event(name: Cow<'static, str>, properties: Option<PropertyList>) {
     with_stack(|stack| {
         if let Some(line) = stack.lines.last_mut() {
             line.queue.add_event(name, properties);

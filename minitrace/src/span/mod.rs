@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::data::batch::{Batch, IdMap, Role};
 use crate::data::context::SpanContext;
 use crate::data::raw_span::{Clock, RawSpan};
-use crate::data::record::Property;
+use crate::data::record::PropertyList;
 use crate::data::span_state::SpanState;
 use crate::data::target::{Target, Targets};
 use crate::data::{collect_id, escape};
@@ -16,7 +16,7 @@ use crate::local::local_collector::LocalSpans;
 use crate::local::local_parent_guard::LocalParentGuard;
 use crate::local::stack;
 use crate::transport::message::{EndedSpan, Message};
-use crate::transport::{gate, queue, stats};
+use crate::transport::{gate, property_lists, queue, stats};
 use crate::util::recording::{recording, Recording, ENABLED};
 
 /// A thread-safe span: it can be sent to other threads, held across
@@ -256,7 +256,11 @@ impl Span {
         F: FnOnce() -> I,
     {
         if let Some(inner) = self.inner.as_mut() {
-            inner.add_properties(crate::data::record::properties(properties));
+            if let Some(left) =
+                property_lists::collect(properties).and_then(|list| inner.add_properties(list))
+            {
+                property_lists::give_back_locally(left);
+            }
         }
     }
 
@@ -334,7 +338,7 @@ impl Span {
         Some(SpanContext::new(inner.trace_id(), inner.id()))
     }
 
-    pub(crate) fn add_event_record(&self, name: Cow<'static, str>, properties: Vec<Property>) {
+    pub(crate) fn add_event_record(&self, name: Cow<'static, str>, properties: Option<PropertyList>) {
         if let Some(inner) = self.inner.as_ref() {
             inner.add_event(RawSpan::event(inner.id(), name, properties));
         }

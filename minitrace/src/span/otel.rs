@@ -105,7 +105,7 @@ impl Span {
         F: FnOnce() -> I,
     {
         if ENABLED && self.is_recording() {
-            self.add_event_record(name.into(), crate::data::record::properties(properties));
+            self.add_event_record(name.into(), crate::transport::property_lists::collect(properties));
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The path from traced threads to the collector thread: the messages,
-//! each thread's ring and its exit, the recycled span buffers, the
+//! each thread's ring and its exit, the recycled span buffers and property lists, the
 //! switches the traced threads read (`gate`), the loss counters (`stats`),
 //! and the doorbell that wakes the collector thread (`wake`). Above the
 //! data, below the local spans, spans and the collector that use it.
@@ -8,6 +8,7 @@ pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod history;
 pub(crate) mod message;
+pub(crate) mod property_lists;
 pub(crate) mod queue;
 pub(crate) mod span_buffers;
 pub(crate) mod stats;

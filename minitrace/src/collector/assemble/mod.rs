@@ -34,11 +34,11 @@ use crate::collector::assemble::open::{Dropped, OpenTrace};
 use crate::collector::retrieve::{self, Gathering};
 use crate::data::batch::{Batch, Role};
 use crate::data::config::{Config, FatePolicy};
-use crate::data::convert::{convert, Part};
+use crate::data::convert::{convert, Emptied, Part};
 use crate::data::escape;
 use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
-use crate::data::record::{Reporter, SpanRecord};
+use crate::data::record::{PropertyList, Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
 use crate::data::timeline::Timeline;
 use crate::transport::history;
@@ -55,7 +55,7 @@ const MAX_SPARE_RECORDS: usize = 1024;
 /// trace's end, so a trace is never split for it), so that its records are
 /// still in cache when they are built, reported and dropped
 /// (PERFORMANCE.md, "The collector: batches to the reporter").
-const REPORT_BATCH: usize = 4096;
+pub(super) const REPORT_BATCH: usize = 4096;
 /// Spans an open trace holds before they are reported early or, when its
 /// fate is not known yet, later parts are dropped (see
 /// [`Collector::outgrown`]): about 8 MiB of records.
@@ -80,8 +80,12 @@ pub(crate) struct Collector {
     now: StdInstant,
     /// The process's time line, as decided at the cycle's start.
     timeline: Timeline,
-    /// Local span buffers emptied and not yet returned to the pool.
-    emptied: Vec<Vec<RawSpan>>,
+    /// Local span buffers emptied and not yet returned to the pool, and
+    /// property lists emptied into records.
+    emptied: Emptied,
+    /// Property lists refilled with reported records' vectors, to return
+    /// to the pool.
+    refilled: Vec<PropertyList>,
     /// Records of finished traces (and late spans of reported ones), then
     /// the staged trace's.
     outbox: Vec<SpanRecord>,
@@ -132,7 +136,8 @@ impl Collector {
             spare: Vec::new(),
             now: StdInstant::now(),
             timeline: Timeline::current(),
-            emptied: Vec::new(),
+            emptied: Emptied::default(),
+            refilled: Vec::new(),
             outbox: Vec::new(),
             lossy: HashMap::default(),
             lossy_before: HashMap::default(),
@@ -179,7 +184,7 @@ impl Collector {
             self.report_open_traces();
         }
         self.report();
-        span_buffers::recycle(&mut self.emptied);
+        span_buffers::recycle(&mut self.emptied.buffers);
     }
 
     /// Files a cut, each thread's messages in the order it sent them, but
@@ -247,8 +252,8 @@ impl Collector {
         }
         // Returned during a sweep too, as a long sweep left a producer
         // allocating a buffer per line (PERFORMANCE.md, "Recycled span buffers").
-        if self.emptied.len() >= RECYCLE_EVERY {
-            span_buffers::recycle(&mut self.emptied);
+        if self.emptied.buffers.len() >= RECYCLE_EVERY {
+            span_buffers::recycle(&mut self.emptied.buffers);
         }
     }
 
@@ -523,7 +528,7 @@ impl Collector {
     /// A batch that will not be converted: its buffer is still recycled.
     fn recycle(&mut self, part: Part<'_>) {
         if let Part::Batch(Batch::Local { spans, .. }) = part {
-            self.emptied.push(std::mem::take(spans));
+            self.emptied.buffers.push(std::mem::take(spans));
         }
     }
 }
@@ -540,6 +545,17 @@ fn prefetch(spans: &[RawSpan]) {
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                 (span as *const RawSpan).cast(),
+            )
+        };
+    }
+    // Then the lists their properties are in, one more line each.
+    #[cfg(target_arch = "x86_64")]
+    for list in spans.iter().take(64).filter_map(|span| span.properties.as_deref()) {
+        #[allow(unused_unsafe)] // a safe function in newer compilers
+        // SAFETY: as above; the address is that of a live list.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (list as *const Vec<crate::data::record::Property>).cast(),
             )
         };
     }

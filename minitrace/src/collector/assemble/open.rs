@@ -4,9 +4,8 @@
 use std::time::Instant as StdInstant;
 
 use crate::data::config::Config;
-use crate::data::convert::{convert, Part};
+use crate::data::convert::{convert, Emptied, Part};
 use crate::data::id::SpanId;
-use crate::data::raw_span::RawSpan;
 use crate::data::record::{EventRecord, SpanRecord};
 use crate::data::target::Target;
 use crate::data::timeline::Timeline;
@@ -45,7 +44,7 @@ impl OpenTrace {
         config: &Config,
         timeline: &Timeline,
         staged_at: Option<&mut Vec<SpanRecord>>,
-        emptied: &mut Vec<Vec<RawSpan>>,
+        emptied: &mut Emptied,
     ) {
         // Judged as minitrace 0.6 judged it: a part is taken whole while the
         // trace holds fewer spans than the limit.

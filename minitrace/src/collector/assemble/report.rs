@@ -3,9 +3,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::collector::assemble::Collector;
+use crate::collector::assemble::{Collector, REPORT_BATCH};
 use crate::data::record::SpanRecord;
-use crate::transport::stats;
+use crate::transport::{property_lists, stats};
 
 impl Collector {
     /// Hands every record but the staged trace's to the reporter.
@@ -32,7 +32,7 @@ impl Collector {
             records.extend(self.outbox.drain(end..));
             records
         });
-        if self.outbox.iter().all(owns_nothing) {
+        if self.reclaim_properties() {
             // Most batches own no heap memory at all: emptied without a drop
             // call per record (PERFORMANCE.md, "The collector: batches to the reporter").
             // SAFETY: shrinking the length leaves no uninitialised element
@@ -46,6 +46,29 @@ impl Collector {
             std::mem::swap(&mut self.outbox, &mut records);
             self.keep_spare(records);
         }
+    }
+
+    /// Takes the reported records' property vectors back into lists for
+    /// the traced threads, so that they are neither freed here nor
+    /// allocated there (PERFORMANCE.md, "Recycled property lists"); returns
+    /// whether the records, without them, own nothing.
+    fn reclaim_properties(&mut self) -> bool {
+        let (empty, refilled) = (&mut self.emptied.lists, &mut self.refilled);
+        let mut owns = false;
+        for record in self.outbox.iter_mut() {
+            if record.properties.capacity() != 0 {
+                let properties = std::mem::take(&mut record.properties);
+                let mut list = empty.pop().unwrap_or_default();
+                *list = properties;
+                refilled.push(list);
+            }
+            owns |= !owns_nothing(record);
+        }
+        property_lists::recycle(refilled);
+        // Lists of records dropped unreported (traces discarded) are not
+        // kept beyond a batch's worth.
+        empty.truncate(REPORT_BATCH);
+        !owns
     }
 
     /// Waits for the reporter to deliver what it was given: the end of a

@@ -1,0 +1,222 @@
+//! Recycled property lists. A span's properties are filled on a traced
+//! thread into a [`PropertyList`] and read on the collector thread, which
+//! moves the vector into the span's record; once the record is reported,
+//! the emptied vector goes back into an emptied list and the list to a
+//! shared pool, from which traced threads take them in batches. In steady
+//! state no list is allocated, and none is freed on another thread than
+//! the one that allocated it (PERFORMANCE.md, "Recycled property lists").
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::data::record::PropertyList;
+
+/// Property slots (48 bytes each) the pool's lists hold in all: 6 MiB.
+/// Lists beyond that are freed. Enough for the lists in flight in one
+/// collector cycle (10 ms) of two threads recording a span with two
+/// properties every microsecond: fewer, and the lists freed at every
+/// cycle's end are allocated again during the next.
+const POOL_CAPACITY: usize = 1 << 17;
+/// Lists a thread takes from the pool at once (one lock per this many),
+/// and the most its own cache keeps.
+const REFILL: usize = 64;
+/// Lists with more room than this are freed rather than kept.
+const MAX_KEPT_CAPACITY: usize = 16;
+
+static POOLED: AtomicUsize = AtomicUsize::new(0);
+static POOL: Mutex<Pool> = Mutex::new(Pool { lists: Vec::new(), capacity: 0 });
+
+struct Pool {
+    /// Each list with its capacity, so that taking lists out of the pool
+    /// reads none of them.
+    lists: Vec<(PropertyList, usize)>,
+    /// The sum of the lists' capacities.
+    capacity: usize,
+}
+
+thread_local! {
+    static CACHE: RefCell<Vec<PropertyList>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Evaluates a user's properties closure into a recycled list; `None`
+/// when it yields none (the list goes back to the cache). The closure runs
+/// with no borrow held: it may record spans and properties itself.
+#[inline]
+pub(crate) fn collect<K, V, I, F>(properties: F) -> Option<PropertyList>
+where
+    K: Into<Cow<'static, str>>,
+    V: Into<Cow<'static, str>>,
+    I: IntoIterator<Item = (K, V)>,
+    F: FnOnce() -> I,
+{
+    let pairs = properties().into_iter().map(|(key, value)| (key.into(), value.into()));
+    let mut list = take();
+    list.extend(pairs);
+    if list.is_empty() {
+        give_back_locally(list);
+        return None;
+    }
+    Some(list)
+}
+
+/// An empty list, recycled when one is available.
+#[inline]
+fn take() -> PropertyList {
+    CACHE
+        .try_with(|cache| {
+            let mut cache = cache.try_borrow_mut().ok()?;
+            if cache.is_empty() {
+                refill(&mut cache);
+            }
+            let list = cache.pop();
+            prefetch_next(&cache);
+            list
+        })
+        .ok()
+        .flatten()
+        // Grown by the first properties to their number.
+        .unwrap_or_default()
+}
+
+/// Asks for the lines the next two lists will be written through: the
+/// collector wrote them last, on another core, and a miss on each would
+/// otherwise stall the span that takes them (PERFORMANCE.md, "Recycled
+/// property lists"). The next list's box was asked for by the take
+/// before, so reading where its properties are is no miss.
+#[inline]
+fn prefetch_next(cache: &[PropertyList]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if let [.., after_next, _] = cache {
+            #[allow(unused_unsafe)] // a safe function in newer compilers
+            // SAFETY: a prefetch is only a hint: it never faults and changes
+            // no program state; the address is that of a live list's box.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>((&**after_next as *const Vec<_>).cast())
+            };
+        }
+        if let Some(next) = cache.last() {
+            #[allow(unused_unsafe)] // a safe function in newer compilers
+            // SAFETY: as above; the address is that of a live list's
+            // buffer (or a dangling, never-dereferenced one for a list
+            // that holds no room: prefetching it is still only a hint).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().cast())
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = cache;
+}
+
+/// Moves a batch of lists from the shared pool to this thread's cache. The
+/// pool's length is mirrored in an atomic, so that an empty pool costs a
+/// load, not the shared lock.
+#[cold]
+#[inline(never)]
+fn refill(cache: &mut Vec<PropertyList>) {
+    if POOLED.load(Ordering::Relaxed) > 0 {
+        let mut pool = crate::util::lock(&POOL);
+        let keep = pool.lists.len().saturating_sub(REFILL);
+        let mut taken = 0;
+        cache.extend(pool.lists.drain(keep..).map(|(list, capacity)| {
+            taken += capacity;
+            list
+        }));
+        pool.capacity -= taken;
+        POOLED.store(pool.lists.len(), Ordering::Relaxed);
+    }
+}
+
+/// Keeps a list on this thread (emptied here) for its next properties.
+pub(crate) fn give_back_locally(mut list: PropertyList) {
+    if !usual_size(list.capacity()) {
+        return;
+    }
+    list.clear();
+    let _ = CACHE.try_with(|cache| {
+        if let Ok(mut cache) = cache.try_borrow_mut() {
+            if cache.len() < REFILL {
+                cache.push(list);
+            }
+        }
+    });
+}
+
+/// Returns lists (from the collector thread) to the shared pool, emptied.
+pub(crate) fn recycle(lists: &mut Vec<PropertyList>) {
+    if lists.is_empty() {
+        return;
+    }
+    // Emptied before the lock is taken.
+    lists.retain_mut(|list| {
+        let keep = usual_size(list.capacity());
+        if keep {
+            list.clear();
+        }
+        keep
+    });
+    let mut pool = crate::util::lock(&POOL);
+    let mut pooled = pool.capacity;
+    for list in lists.drain(..) {
+        let capacity = list.capacity();
+        if pooled + capacity <= POOL_CAPACITY {
+            pooled += capacity;
+            pool.lists.push((list, capacity));
+        }
+    }
+    pool.capacity = pooled;
+    POOLED.store(pool.lists.len(), Ordering::Relaxed);
+}
+
+/// Whether a list is worth keeping: one that holds room for a property,
+/// but not more than a span usually carries.
+fn usual_size(capacity: usize) -> bool {
+    (1..=MAX_KEPT_CAPACITY).contains(&capacity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::record::Property;
+
+    #[test]
+    fn a_closure_with_no_properties_yields_no_list() {
+        assert!(collect(Vec::<(&str, &str)>::new).is_none());
+        let list = collect(|| [("k", "v")]).unwrap();
+        assert_eq!(*list, [("k".into(), "v".into())]);
+    }
+
+    #[test]
+    fn a_list_given_back_is_handed_out_again_emptied() {
+        // This test's thread alone uses its cache.
+        let list = collect(|| [("a", "1"), ("b", "2")]).unwrap();
+        let at = &*list as *const Vec<Property>;
+        give_back_locally(list);
+        let again = collect(|| [("c", "3")]).unwrap();
+        assert_eq!(&*again as *const Vec<Property>, at);
+        assert_eq!(*again, [("c".into(), "3".into())]);
+    }
+
+    #[test]
+    fn only_lists_of_a_usual_size_are_kept() {
+        assert!(usual_size(1));
+        assert!(usual_size(MAX_KEPT_CAPACITY));
+        assert!(!usual_size(0));
+        assert!(!usual_size(MAX_KEPT_CAPACITY + 1));
+        let mut lists = vec![Box::new(Vec::with_capacity(MAX_KEPT_CAPACITY + 1)), Box::new(Vec::new())];
+        recycle(&mut lists);
+        assert!(lists.is_empty());
+        // Past the bound, lists are freed.
+        let mut many: Vec<PropertyList> =
+            (0..POOL_CAPACITY + 1).map(|_| Box::new(vec![("k".into(), "v".into())])).collect();
+        recycle(&mut many);
+        assert!(many.is_empty());
+        let pool = crate::util::lock(&POOL);
+        assert!(pool.capacity <= POOL_CAPACITY);
+        assert_eq!(pool.capacity, pool.lists.iter().map(|(list, _)| list.capacity()).sum::<usize>());
+    }
+}
