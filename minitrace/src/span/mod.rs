@@ -256,7 +256,8 @@ impl Span {
         F: FnOnce() -> I,
     {
         if let Some(inner) = self.inner.as_mut() {
-            inner.add_properties(crate::data::record::properties(properties));
+            // Straight into the span's list: no list of their own first.
+            inner.extend_properties(properties().into_iter().map(|(key, value)| (key.into(), value.into())));
         }
     }
 
