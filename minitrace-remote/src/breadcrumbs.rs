@@ -41,8 +41,10 @@
 //! ```
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use minitrace::collector::SpanContext;
 
@@ -55,9 +57,10 @@ pub const FROM_KEY: &str = "minitrace.from";
 /// The property a client's span keeps: the callee's listener.
 pub const TO_KEY: &str = "minitrace.to";
 
-/// The W3C trace-context headers.
-const TRACEPARENT: &str = "traceparent";
-const TRACESTATE: &str = "tracestate";
+/// The W3C trace-context headers, named once: a look-up by name does not
+/// parse it again.
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 /// W3C: at most 32 list members in a `tracestate`.
 const MAX_TRACESTATE_MEMBERS: usize = 32;
 /// W3C: a `tracestate` of at most 512 characters must be propagated; a
@@ -65,13 +68,19 @@ const MAX_TRACESTATE_MEMBERS: usize = 32;
 const MAX_TRACESTATE_LEN: usize = 512;
 
 static LOCAL_LISTENER: RwLock<Option<(SocketAddr, String)>> = RwLock::new(None);
+/// Whether [`LOCAL_LISTENER`] is set: a process without a listener reads
+/// this flag per request, not the lock (whose read is a write to a line
+/// every core shares).
+static HAS_LISTENER: AtomicBool = AtomicBool::new(false);
 
 /// Sets (or clears) this process's listener address, which requests
 /// leaving it carry and answers name. the listener, when it starts,
 /// sets it.
 pub fn set_local_listener(address: Option<SocketAddr>) {
     let entry = address.map(|address| (address, address.to_string()));
-    *LOCAL_LISTENER.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = entry;
+    let mut listener = LOCAL_LISTENER.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HAS_LISTENER.store(entry.is_some(), Ordering::Relaxed);
+    *listener = entry;
 }
 
 /// This process's listener address, if it runs one.
@@ -84,6 +93,9 @@ pub fn local_listener() -> Option<SocketAddr> {
 }
 
 fn local_listener_text() -> Option<String> {
+    if !HAS_LISTENER.load(Ordering::Relaxed) {
+        return None;
+    }
     LOCAL_LISTENER
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -110,14 +122,14 @@ pub struct Incoming {
 /// values are ignored, never an error: a request without a usable context
 /// starts a trace of its own.
 pub fn extract(headers: &HeaderMap) -> Incoming {
-    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let text = |name: &HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
     let (context, sampled) =
-        match text(TRACEPARENT).and_then(SpanContext::decode_w3c_traceparent_with_sampled) {
+        match text(&TRACEPARENT).and_then(SpanContext::decode_w3c_traceparent_with_sampled) {
             Some((context, sampled)) => (Some(context), sampled),
             None => (None, true),
         };
     // Only with a context: a tracestate belongs to the trace it arrived with.
-    let tracestate = text(TRACESTATE).filter(|_| context.is_some()).filter(|state| well_formed(state));
+    let tracestate = text(&TRACESTATE).filter(|_| context.is_some()).filter(|state| well_formed(state));
     let from =
         tracestate.and_then(|state| member(state, TRACESTATE_KEY)).and_then(|value| value.parse().ok());
     Incoming { context, sampled, tracestate: tracestate.map(str::to_owned), from }
@@ -128,9 +140,7 @@ pub fn extract(headers: &HeaderMap) -> Incoming {
 /// followed by `tracestate`'s other entries (those of the trace's root, as
 /// it arrived).
 pub fn inject(headers: &mut HeaderMap, context: SpanContext, tracestate: Option<&str>) {
-    if let Ok(value) = HeaderValue::from_str(&context.encode_w3c_traceparent()) {
-        headers.insert(TRACEPARENT, value);
-    }
+    headers.insert(TRACEPARENT.clone(), traceparent(context, true));
     let ours = local_listener_text().map(|address| format!("{TRACESTATE_KEY}={address}"));
     let others = tracestate.filter(|state| well_formed(state)).map(|state| without(state, TRACESTATE_KEY));
     let state = match (ours, others) {
@@ -145,9 +155,35 @@ pub fn inject(headers: &mut HeaderMap, context: SpanContext, tracestate: Option<
     };
     if state.len() <= MAX_TRACESTATE_LEN {
         if let Ok(value) = HeaderValue::from_str(&state) {
-            headers.insert(TRACESTATE, value);
+            headers.insert(TRACESTATE.clone(), value);
         }
     }
+}
+
+/// `traceparent`'s value for `context`, sampled or not, as
+/// [`SpanContext::encode_w3c_traceparent_with_sampled`] spells it: written
+/// in place rather than formatted, as a client adds one per call.
+///
+/// ```
+/// use minitrace::collector::{SpanContext, SpanId, TraceId};
+/// use minitrace_remote::breadcrumbs;
+///
+/// let value = breadcrumbs::traceparent(SpanContext::new(TraceId(1), SpanId(2)), false);
+/// assert_eq!(value, "00-00000000000000000000000000000001-0000000000000002-00");
+/// ```
+pub fn traceparent(context: SpanContext, sampled: bool) -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    let mut write = |end: usize, mut value: u128, digits: usize| {
+        for at in (end - digits..end).rev() {
+            text[at] = HEX[(value & 0xf) as usize];
+            value >>= 4;
+        }
+    };
+    write(35, context.trace_id.0, 32);
+    write(52, u128::from(context.span_id.0), 16);
+    write(55, u128::from(sampled), 2);
+    HeaderValue::from_bytes(&text).expect("hex digits and dashes are a valid header value")
 }
 
 /// Names this process's listener in a response (when it runs one).
@@ -222,7 +258,8 @@ mod tests {
     fn malformed_or_forged_breadcrumbs_are_ignored() {
         let mut headers = HeaderMap::new();
         let context = SpanContext::new(TraceId(7), SpanId(9));
-        headers.insert(TRACEPARENT, HeaderValue::from_str(&context.encode_w3c_traceparent()).unwrap());
+        headers
+            .insert(TRACEPARENT.clone(), HeaderValue::from_str(&context.encode_w3c_traceparent()).unwrap());
         for (state, from) in [
             ("mt=127.0.0.1:9", Some("127.0.0.1:9")),
             ("vendor=x,mt=[::1]:9", Some("[::1]:9")),
@@ -231,14 +268,31 @@ mod tests {
             ("MT=127.0.0.1:9", None),
             ("mt=http://user:secret@127.0.0.1:9", None),
         ] {
-            headers.insert(TRACESTATE, HeaderValue::from_str(state).unwrap());
+            headers.insert(TRACESTATE.clone(), HeaderValue::from_str(state).unwrap());
             let incoming = extract(&headers);
             assert_eq!(incoming.from, from.map(|from| from.parse().unwrap()), "{state}");
             assert_eq!(incoming.context, Some(context));
         }
         // A tracestate without a context is not kept.
-        headers.remove(TRACEPARENT);
+        headers.remove(&TRACEPARENT);
         assert_eq!(extract(&headers), Incoming { sampled: true, ..Incoming::default() });
+    }
+
+    #[test]
+    fn traceparent_is_what_the_context_encodes() {
+        for context in [
+            SpanContext::new(TraceId(1), SpanId(2)),
+            SpanContext::new(TraceId(u128::MAX), SpanId(u64::MAX)),
+            SpanContext::new(
+                TraceId(0x0af7_6519_16cd_43dd_8448_eb21_1c80_319c),
+                SpanId(0xb7ad_6b71_6920_3331),
+            ),
+        ] {
+            for sampled in [true, false] {
+                let expected = context.encode_w3c_traceparent_with_sampled(sampled);
+                assert_eq!(traceparent(context, sampled), expected.as_str());
+            }
+        }
     }
 
     #[test]
@@ -246,10 +300,10 @@ mod tests {
         set_local_listener(Some("127.0.0.1:7001".parse().unwrap()));
         let mut headers = HeaderMap::new();
         inject(&mut headers, SpanContext::random(), Some("mt=127.0.0.1:9,vendor=opaque"));
-        assert_eq!(headers[TRACESTATE], "mt=127.0.0.1:7001,vendor=opaque");
+        assert_eq!(headers[&TRACESTATE], "mt=127.0.0.1:7001,vendor=opaque");
         set_local_listener(None);
         let mut headers = HeaderMap::new();
         inject(&mut headers, SpanContext::random(), Some("vendor=opaque"));
-        assert_eq!(headers[TRACESTATE], "vendor=opaque");
+        assert_eq!(headers[&TRACESTATE], "vendor=opaque");
     }
 }

@@ -1,6 +1,7 @@
 //! The response body that keeps a span open until it has been sent (on a
 //! server) or read (on a client), and reads gRPC's trailers on the way.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -46,8 +47,7 @@ pub(crate) fn record_head(
     headers: &HeaderMap,
     grpc: bool,
 ) -> Grpc {
-    let code = status.as_u16();
-    span.add_property(|| (keys::HTTP_RESPONSE_STATUS_CODE, code.to_string()));
+    span.add_property(|| (keys::HTTP_RESPONSE_STATUS_CODE, status_code(status)));
     let failed = match side {
         Side::Server => status.is_server_error(),
         Side::Client => status.is_client_error() || status.is_server_error(),
@@ -64,6 +64,33 @@ pub(crate) fn record_head(
     } else {
         Grpc::InTrailers
     }
+}
+
+/// The digits of every status code `StatusCode` holds (100 to 999), each
+/// code's three after the previous one's.
+const CODE_DIGITS: [u8; 2700] = {
+    let mut digits = [0; 2700];
+    let mut code = 100;
+    while code < 1000 {
+        let at = (code - 100) * 3;
+        digits[at] = b'0' + (code / 100) as u8;
+        digits[at + 1] = b'0' + (code / 10 % 10) as u8;
+        digits[at + 2] = b'0' + (code % 10) as u8;
+        code += 1;
+    }
+    digits
+};
+
+const CODES: &str = match std::str::from_utf8(&CODE_DIGITS) {
+    Ok(codes) => codes,
+    Err(_) => panic!("digits are ASCII"),
+};
+
+/// A status code as its property's value, a string of the program's own:
+/// nothing formatted per response.
+fn status_code(status: StatusCode) -> Cow<'static, str> {
+    let at = (usize::from(status.as_u16()) - 100) * 3;
+    CODES.get(at..at + 3).map_or_else(|| Cow::Owned(status.as_u16().to_string()), Cow::Borrowed)
 }
 
 /// Records the `grpc-status` in `headers`, if any; whether there was one.
@@ -126,9 +153,16 @@ impl<B: Body> Body for TracedBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
+        let mut this = self.project();
+        if this.inner.is_end_stream() {
+            // Nothing left to send (an empty body, a `HEAD`'s): no work to
+            // run under the span, which ends now.
+            drop(std::mem::take(this.span));
+            *this.carried = None;
+            return this.inner.poll_frame(cx);
+        }
         let span = &*this.span;
-        let inner = this.inner;
+        let inner = this.inner.as_mut();
         let result = carried::scope(this.carried.as_ref(), || run_in_span(span, || inner.poll_frame(cx)));
         match &result {
             Poll::Ready(Some(Ok(frame))) => {
@@ -138,6 +172,12 @@ impl<B: Body> Body for TracedBody<B> {
                             *this.grpc = Grpc::Known;
                         }
                     }
+                }
+                if this.inner.is_end_stream() && *this.grpc != Grpc::InTrailers {
+                    // That was the last frame: the span ends now, rather
+                    // than at a further poll that only learns as much.
+                    drop(std::mem::take(this.span));
+                    *this.carried = None;
                 }
             }
             Poll::Ready(Some(Err(_))) => {

@@ -91,9 +91,7 @@ impl ClientCall {
             return;
         }
         let Some(caller) = self.carried.as_ref().and_then(|carried| carried.unsampled) else { return };
-        if let Ok(value) = HeaderValue::from_str(&caller.encode_w3c_traceparent_with_sampled(false)) {
-            headers.insert(HeaderName::from_static("traceparent"), value);
-        }
+        headers.insert(HeaderName::from_static("traceparent"), breadcrumbs::traceparent(caller, false));
         if let Some(value) = tracestate.and_then(|state| HeaderValue::from_str(state).ok()) {
             headers.insert(HeaderName::from_static("tracestate"), value);
         }
@@ -138,31 +136,39 @@ fn default_name(method: &Method, uri: &Uri, grpc: bool) -> Cow<'static, str> {
     if grpc {
         return grpc::span_name(uri.path());
     }
-    Cow::Owned(format!("{method} {}", uri.path()))
+    let (method, path) = (method.as_str(), uri.path());
+    let mut name = String::with_capacity(method.len() + 1 + path.len());
+    name.push_str(method);
+    name.push(' ');
+    name.push_str(path);
+    Cow::Owned(name)
 }
 
-fn call_properties(method: &Method, uri: &Uri, grpc: bool) -> Vec<(&'static str, Cow<'static, str>)> {
-    let mut properties = vec![(keys::HTTP_REQUEST_METHOD, method_name(method))];
-    if let Some(host) = uri.host() {
-        properties.push((keys::SERVER_ADDRESS, Cow::Owned(host.to_owned())));
-    }
-    let port = uri.port_u16().or_else(|| match uri.scheme_str() {
-        Some("https") => Some(443),
-        Some("http") => Some(80),
-        _ => None,
-    });
-    if let Some(port) = port {
-        properties.push((keys::SERVER_PORT, Cow::Owned(port.to_string())));
-    }
-    properties.push((keys::URL_PATH, Cow::Owned(uri.path().to_owned())));
-    if grpc {
-        properties.push((keys::RPC_SYSTEM, Cow::Borrowed("grpc")));
-        if let Some((service, method)) = grpc::service_and_method(uri.path()) {
-            properties.push((keys::RPC_SERVICE, Cow::Owned(service.to_owned())));
-            properties.push((keys::RPC_METHOD, Cow::Owned(method.to_owned())));
-        }
-    }
-    properties
+fn call_properties(
+    method: &Method,
+    uri: &Uri,
+    grpc: bool,
+) -> impl Iterator<Item = (&'static str, Cow<'static, str>)> {
+    let port = match (uri.port_u16(), uri.scheme_str()) {
+        (Some(port), _) => Some(Cow::Owned(port.to_string())),
+        // The scheme's port: the program's own string.
+        (None, Some("https")) => Some(Cow::Borrowed("443")),
+        (None, Some("http")) => Some(Cow::Borrowed("80")),
+        (None, _) => None,
+    };
+    let path = uri.path();
+    let rpc = grpc.then(|| grpc::service_and_method(path)).flatten();
+    [
+        Some((keys::HTTP_REQUEST_METHOD, method_name(method))),
+        uri.host().map(|host| (keys::SERVER_ADDRESS, Cow::Owned(host.to_owned()))),
+        port.map(|port| (keys::SERVER_PORT, port)),
+        Some((keys::URL_PATH, Cow::Owned(path.to_owned()))),
+        grpc.then_some((keys::RPC_SYSTEM, Cow::Borrowed("grpc"))),
+        rpc.map(|(service, _)| (keys::RPC_SERVICE, Cow::Owned(service.to_owned()))),
+        rpc.map(|(_, method)| (keys::RPC_METHOD, Cow::Owned(method.to_owned()))),
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// A [`Layer`] that traces each call of a client service (a tonic

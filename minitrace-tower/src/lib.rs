@@ -114,6 +114,7 @@ mod carried;
 mod client;
 mod grpc;
 pub mod keys;
+mod names;
 mod server;
 
 use std::borrow::Cow;

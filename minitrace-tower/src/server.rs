@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Extensions, HeaderMap, Method, Request, Response, Uri};
 use minitrace::collector::{SpanContext, SpanKind, SpanStatus};
 use minitrace::future::run_in_span;
 use minitrace::Span;
@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use crate::body::{record_head, Side, TracedBody};
 use crate::carried::{self, Carried};
-use crate::{grpc, keys, method_name};
+use crate::{grpc, keys, method_name, names};
 
 type NameFn = dyn Fn(&Parts) -> Cow<'static, str> + Send + Sync;
 
@@ -99,7 +99,23 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> ServerFuture<S::Future> {
-        let (root, carried, grpc, request) = start_root(request, self.name.as_deref());
+        let (root, carried, grpc, request) = match self.name.as_deref() {
+            None => {
+                let (root, carried, grpc) = start_root(&Head::of(&request), None);
+                (root, carried, grpc, request)
+            }
+            Some(name) => {
+                let (parts, body) = request.into_parts();
+                let head = Head {
+                    method: &parts.method,
+                    uri: &parts.uri,
+                    headers: &parts.headers,
+                    extensions: &parts.extensions,
+                };
+                let (root, carried, grpc) = start_root(&head, Some(&|| name(&parts)));
+                (root, carried, grpc, Request::from_parts(parts, body))
+            }
+        };
         // Under the root already: a service may start its spans in `call`
         // (tower-http's `TraceLayer` does).
         let inner = &mut self.inner;
@@ -108,81 +124,132 @@ where
     }
 }
 
+/// What the root is made of: the request's head, borrowed (the request
+/// itself moves only into the service).
+struct Head<'a> {
+    method: &'a Method,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+    extensions: &'a Extensions,
+}
+
+impl<'a> Head<'a> {
+    fn of<B>(request: &'a Request<B>) -> Head<'a> {
+        Head {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        }
+    }
+}
+
 /// The root of a request (a no-op for an unsampled caller), what its calls
 /// pass on, and whether it is gRPC.
-fn start_root<B>(
-    request: Request<B>,
-    name: Option<&NameFn>,
-) -> (Span, Option<Arc<Carried>>, bool, Request<B>) {
-    let incoming = breadcrumbs::extract(request.headers());
-    let grpc = grpc::is_grpc(request.headers());
+fn start_root(
+    head: &Head<'_>,
+    name: Option<&dyn Fn() -> Cow<'static, str>>,
+) -> (Span, Option<Arc<Carried>>, bool) {
+    let incoming = breadcrumbs::extract(head.headers);
+    let grpc = grpc::is_grpc(head.headers);
     let tracestate = incoming.tracestate;
-    let (root, unsampled, request) = match incoming.context {
+    let (root, unsampled) = match incoming.context {
         // The caller decided: nothing is recorded, and calls go on unsampled.
-        Some(context) if !incoming.sampled => (Span::noop(), Some(context), request),
+        Some(context) if !incoming.sampled => (Span::noop(), Some(context)),
         context => {
-            let (name, request) = match name {
-                Some(name) => {
-                    let (parts, body) = request.into_parts();
-                    (name(&parts), Request::from_parts(parts, body))
-                }
-                None => (default_name(&request, grpc), request),
-            };
-            let mut root =
-                Span::root(name, context.unwrap_or_else(SpanContext::random)).with_kind(SpanKind::Server);
-            root.add_properties(|| request_properties(&request, grpc));
+            let mut root = new_root(head, grpc, context.unwrap_or_else(SpanContext::random), name);
             if let Some(tracestate) = &tracestate {
                 root = root.with_tracestate(tracestate.clone());
             }
             if let Some(from) = incoming.from {
                 root.add_property(|| (breadcrumbs::FROM_KEY, from.to_string()));
             }
-            (root, None, request)
+            (root, None)
         }
     };
     let carried =
         (tracestate.is_some() || unsampled.is_some()).then(|| Arc::new(Carried { tracestate, unsampled }));
-    (root, carried, grpc, request)
+    (root, carried, grpc)
 }
 
-/// `GET /path` (`GET /route/{param}` with the `axum` feature, inside a
-/// router), or `pkg.Service/Method` for gRPC.
-fn default_name<B>(request: &Request<B>, grpc: bool) -> Cow<'static, str> {
-    let path = route(request).unwrap_or_else(|| request.uri().path());
+/// A root named `GET /path` (`GET /route/{param}` with the `axum` feature,
+/// inside a router), `pkg.Service/Method` for gRPC, or by `name`; with the
+/// request's properties. A route's or a gRPC method's name and properties
+/// are the program's own strings (see `names`): only the path is copied.
+fn new_root(
+    head: &Head<'_>,
+    grpc: bool,
+    parent: SpanContext,
+    name: Option<&dyn Fn() -> Cow<'static, str>>,
+) -> Span {
+    let path = head.uri.path();
+    let route = route(head.extensions);
+    let named = match route {
+        Some(route) if !grpc => names::route(head.method, route),
+        // gRPC's names come from the path, its route (if any) aside.
+        None if grpc => names::grpc(path),
+        _ => None,
+    };
+    let name = match (name, named) {
+        (Some(name), _) => name(),
+        (None, Some(named)) => Cow::Borrowed(named.name),
+        (None, None) => default_name(head.method, route.unwrap_or(path), grpc),
+    };
+    let mut root = Span::root(name, parent).with_kind(SpanKind::Server);
+    root.add_properties(|| {
+        let route = route.map(|route| match named {
+            Some(named) if !grpc => Cow::Borrowed(named.route),
+            _ => Cow::Owned(route.to_owned()),
+        });
+        let rpc = grpc.then(|| match named {
+            Some(named) => {
+                named.grpc.map(|(service, method)| (Cow::Borrowed(service), Cow::Borrowed(method)))
+            }
+            None => grpc::service_and_method(path)
+                .map(|(service, method)| (Cow::Owned(service.to_owned()), Cow::Owned(method.to_owned()))),
+        });
+        let rpc = rpc.flatten();
+        let (service, method) = match rpc {
+            Some((service, method)) => (Some(service), Some(method)),
+            None => (None, None),
+        };
+        [
+            Some((keys::HTTP_REQUEST_METHOD, method_name(head.method))),
+            Some((keys::URL_PATH, Cow::Owned(path.to_owned()))),
+            route.map(|route| (keys::HTTP_ROUTE, route)),
+            grpc.then_some((keys::RPC_SYSTEM, Cow::Borrowed("grpc"))),
+            service.map(|service| (keys::RPC_SERVICE, service)),
+            method.map(|method| (keys::RPC_METHOD, method)),
+        ]
+        .into_iter()
+        .flatten()
+    });
+    root
+}
+
+/// `GET /path` (or `GET /route/{param}`), or `pkg.Service/Method` for
+/// gRPC: made for this request.
+fn default_name(method: &Method, path: &str, grpc: bool) -> Cow<'static, str> {
     if grpc {
         return grpc::span_name(path);
     }
-    Cow::Owned(format!("{} {}", request.method(), path))
+    let method = method.as_str();
+    let mut name = String::with_capacity(method.len() + 1 + path.len());
+    name.push_str(method);
+    name.push(' ');
+    name.push_str(path);
+    Cow::Owned(name)
 }
 
 /// The route axum matched, when the layer runs inside its router.
 #[cfg(feature = "axum")]
-fn route<B>(request: &Request<B>) -> Option<&str> {
-    request.extensions().get::<axum::extract::MatchedPath>().map(axum::extract::MatchedPath::as_str)
+fn route(extensions: &Extensions) -> Option<&str> {
+    extensions.get::<axum::extract::MatchedPath>().map(axum::extract::MatchedPath::as_str)
 }
 
 #[cfg(not(feature = "axum"))]
-fn route<B>(_: &Request<B>) -> Option<&str> {
+fn route(_: &Extensions) -> Option<&str> {
     None
-}
-
-fn request_properties<B>(request: &Request<B>, grpc: bool) -> Vec<(&'static str, Cow<'static, str>)> {
-    let path = request.uri().path();
-    let mut properties = vec![
-        (keys::HTTP_REQUEST_METHOD, method_name(request.method())),
-        (keys::URL_PATH, Cow::Owned(path.to_owned())),
-    ];
-    if let Some(route) = route(request) {
-        properties.push((keys::HTTP_ROUTE, Cow::Owned(route.to_owned())));
-    }
-    if grpc {
-        properties.push((keys::RPC_SYSTEM, Cow::Borrowed("grpc")));
-        if let Some((service, method)) = grpc::service_and_method(path) {
-            properties.push((keys::RPC_SERVICE, Cow::Owned(service.to_owned())));
-            properties.push((keys::RPC_METHOD, Cow::Owned(method.to_owned())));
-        }
-    }
-    properties
 }
 
 struct State {
