@@ -28,6 +28,11 @@ use serde_json::Value;
 #[path = "../minitrace-jaeger/tests/common/mod.rs"]
 mod jaeger_e2e;
 
+/// minitrace-view's browser helpers: the headless Chromium that looks at
+/// the main job's page.
+#[path = "../minitrace-view/tests/support/mod.rs"]
+mod view_browser;
+
 /// Examples that this test does not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[];
 
@@ -343,6 +348,20 @@ fn trace() {
     let steps: BTreeSet<&str> =
         traces.iter().flat_map(|trace| &trace.spans).map(|span| span.name.as_ref()).collect();
     assert!(["parse", "store", "encode"].iter().all(|step| steps.contains(step)), "{steps:?}");
+
+    // The page, in headless Chromium (skipped without it, except under
+    // CI=true): a brush over every latency above the slow threshold ranks
+    // the planted cause first. The screenshot stays in
+    // target/browser-artifacts/trace-example.
+    if view_browser::browser_ready() {
+        let page = manifest_dir().join("target/trace-example/requests.html");
+        let results = view_browser::explain(&page, &view_browser::artifacts("trace-example"), 10.0);
+        assert_eq!(results["errors"], Value::Array(vec![]), "no script error, no network request");
+        assert!(results["selected"].as_u64().unwrap() > 0, "{results}");
+        let first: Vec<&str> =
+            results["ranking"][0].as_array().unwrap().iter().map(|cell| cell.as_str().unwrap()).collect();
+        assert_eq!(first[..2], ["property", "shard=7"], "{results}");
+    }
 }
 
 /// The first of `lines` that contains `text`.
