@@ -412,9 +412,12 @@ fn show_overlaps(windows: &[(RecordedTrace, Vec<RecordedTrace>)]) {
         })
         .collect();
     let blocked_in_all: usize = overlaps.iter().map(|(_, blocked, _)| blocked.len()).sum();
+    let beside_in_all: usize = overlaps.iter().map(|(_, _, beside)| beside).sum();
     println!(
-        "\nwhat overlapped the last round's {} compacts, from the flight recorder: {blocked_in_all} requests blocked",
-        overlaps.len()
+        "\nwhat overlapped the last round's {} compacts, from the flight recorder: {} requests, \
+         {blocked_in_all} of them blocked",
+        overlaps.len(),
+        blocked_in_all + beside_in_all
     );
     let Some((compact, blocked, beside)) = overlaps.iter().max_by_key(|(_, blocked, _)| blocked.len()) else {
         return;

@@ -332,14 +332,19 @@ fn trace() {
     // What overlapped a compact, from the flight recorder: the compact is
     // listed, with the requests it blocked on the other worker.
     let overlapped = after("what overlapped the last round's ");
-    let blocked: usize =
-        overlapped.rsplit_once(": ").unwrap().1.trim_end_matches(" requests blocked").parse().unwrap();
-    assert!(blocked >= 1, "{overlapped}: a compact holds the lock for a millisecond");
+    let (overlapping, blocked) = overlapped.rsplit_once(": ").unwrap().1.split_once(" requests, ").unwrap();
+    let overlapping: usize = overlapping.parse().unwrap();
+    let blocked: usize = blocked.trim_end_matches(" of them blocked").parse().unwrap();
+    // The compacts come mid-round: the other worker is serving meanwhile.
+    // Whether it asks for the lock then is up to the scheduler (on a
+    // loaded machine it may wait its turn for a core instead): no count
+    // of blocked requests is asserted, only that they are listed.
+    assert!(overlapping >= 1 && blocked <= overlapping, "{overlapped}");
     let compact = after_with(&lines, "the compact, holding the lock");
     assert!(compact.contains("kv::compact"), "{compact}");
     let thread = |line: &str| line.split(" thread ").nth(1).unwrap().split(' ').next().unwrap().to_string();
     let listed: Vec<&&str> = lines.iter().filter(|line| line.contains("blocked: waited in store")).collect();
-    assert!((1..=blocked).contains(&listed.len()), "{listed:?} of {blocked}");
+    assert!(listed.len() <= blocked && (blocked == 0 || !listed.is_empty()), "{listed:?} of {blocked}");
     for line in listed {
         assert_ne!(thread(line), thread(compact), "{line} is blocked by {compact}");
     }
