@@ -5,8 +5,8 @@
 //! `cargo run --release --example trace`
 //!
 //! Two worker threads answer requests of about 1 µs each: reads, writes,
-//! and a rare `compact` that holds the store's lock for a millisecond, so
-//! the request the other worker is serving waits behind it. Requests to
+//! and a rare `compact` that holds every shard's lock for a millisecond,
+//! so the request the other worker is serving waits behind it. Requests to
 //! shard 7 do extra work: a cause that only an attribute (the root's
 //! `shard` property) reveals. The collector reports only traces whose
 //! root took 10 µs or more.
@@ -25,7 +25,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -51,7 +51,9 @@ const SLOW: Duration = Duration::from_micros(10);
 /// A request whose `store` step took this long waited for the lock.
 const BLOCKED: Duration = Duration::from_micros(100);
 
-type Store = Arc<RwLock<HashMap<u64, u64>>>;
+/// The store: a map per shard, each behind its own lock, so that the two
+/// workers seldom wait for each other, except during a compact.
+type Store = Arc<Vec<Mutex<HashMap<u64, u64>>>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -121,21 +123,24 @@ fn parse(shard: u64) -> u64 {
 
 #[trace(name = "store")]
 fn read(store: &Store, key: u64) -> u64 {
-    let value = store.read().unwrap().get(&key).copied().unwrap_or_default();
+    let value = store[(key % SHARDS) as usize].lock().unwrap().get(&key).copied().unwrap_or_default();
     busy_work(100) & 1 | value
 }
 
 #[trace(name = "store")]
 fn write(store: &Store, key: u64) -> u64 {
-    store.write().unwrap().insert(key, key * 2);
+    store[(key % SHARDS) as usize].lock().unwrap().insert(key, key * 2);
     busy_work(100) & 1
 }
 
-/// The rare slow command: it holds the lock for about a millisecond.
+/// The rare slow command: it holds every shard's lock for about a
+/// millisecond.
 #[trace(name = "store")]
 fn compact(store: &Store) -> u64 {
-    let mut map = store.write().unwrap();
-    map.shrink_to_fit();
+    let mut shards: Vec<_> = store.iter().map(|shard| shard.lock().unwrap()).collect();
+    for shard in &mut shards {
+        shard.shrink_to_fit();
+    }
     busy_work(500_000) & 1
 }
 
@@ -219,7 +224,13 @@ fn main() {
         Config::default().report_slow_traces_only(SLOW),
     );
 
-    let store: Store = Arc::new(RwLock::new((0..KEYS).map(|key| (key, key * 2)).collect()));
+    let store: Store = Arc::new(
+        (0..SHARDS)
+            .map(|shard| {
+                Mutex::new((shard..KEYS).step_by(SHARDS as usize).map(|key| (key, key * 2)).collect())
+            })
+            .collect(),
+    );
     let shards: &'static [&'static str] =
         Vec::leak((0..SHARDS).map(|shard| &*String::leak(shard.to_string())).collect());
     // Two workers for the whole run (the recorder's memory is per thread):
