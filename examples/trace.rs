@@ -1,143 +1,364 @@
-//! The main job: trace a small key-value service, threads and async tasks
-//! alike, and print each request's trace as a tree with its timings.
+//! The main job: a key-value service on both cores, every request traced,
+//! always on, with the flight recorder keeping every request meanwhile;
+//! what that costs, and what it finds.
 //!
 //! `cargo run --release --example trace`
 //!
-//! Every request is traced. A few are slow (a simulated cache miss that
-//! goes to "disk"); the collector is configured to report only traces whose
-//! root took at least 200 µs, so only those are printed, while the counters
-//! at the end show how many fast ones were traced and not reported. The
-//! flight recorder keeps every request meanwhile, fast or slow: the run
-//! ends with the whole population's latency percentiles and slowest
-//! requests, and a page (`target/trace-example/requests.html`) that plots
-//! every request.
+//! Two worker threads answer requests of about 1 µs each: reads, writes,
+//! and a rare `compact` that holds every shard's lock for a millisecond,
+//! so the request the other worker is serving waits behind it. Requests to
+//! shard 7 do extra work: a cause that only an attribute (the root's
+//! `shard` property) reveals. The collector reports only traces whose
+//! root took 10 µs or more.
 //!
-//! The steps of a request are plain fns with `#[trace]`; the spans that
-//! `#[trace]` cannot express (a root per request, one span with several
-//! parents, a batch mounted under several requests) are written by hand.
+//! The same request mix runs untraced (`minitrace::set_enabled(false)`),
+//! traced, and traced with the flight recorder (8 MiB per thread), in
+//! interleaved rounds so that the machine's noise hits all three alike;
+//! the median round of each gives the cost of tracing. The run then prints
+//! the slow requests of the last round, what overlapped a slow `compact`
+//! (from the recorder), and writes the recorder's requests as a dump, its
+//! summary, and a page (`target/trace-example/requests.html`) that plots
+//! every request.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use minitrace::collector::Config;
-use minitrace::local::{LocalCollector, LocalSpan};
+use crossbeam_channel::{Receiver, Sender};
+use minitrace::collector::{Config, Reporter, SpanId, SpanRecord, TraceId};
 use minitrace::prelude::*;
-use minitrace::recorder::FlightRecorder;
+use minitrace::recorder::{FlightRecorder, RecordedTrace};
 use minitrace_flight::Reader;
 use minitrace_suite::busy_work;
 
-mod support;
+const WORKERS: u64 = 2;
+/// Rounds of each mode; each round answers `REQUESTS_PER_ROUND` requests.
+const ROUNDS: usize = 9;
+const REQUESTS_PER_ROUND: u64 = 120_000;
+const KEYS: u64 = 100_000;
+const SHARDS: u64 = 64;
+/// The planted cause: requests to this shard do extra work.
+const SLOW_SHARD: u64 = 7;
+/// Each worker compacts the store once in this many of its requests.
+const COMPACT_EVERY: u64 = 20_000;
+/// Roots slower than this are reported; the rest are thrown away (and kept
+/// by the flight recorder when it is on).
+const SLOW: Duration = Duration::from_micros(10);
+/// A request whose `store` step took this long waited for the lock.
+const BLOCKED: Duration = Duration::from_micros(100);
 
-type Store = Arc<Mutex<HashMap<u64, u64>>>;
+/// The store: a map per shard, each behind its own lock, so that the two
+/// workers seldom wait for each other, except during a compact.
+type Store = Arc<Vec<Mutex<HashMap<u64, u64>>>>;
 
-/// A synchronous request handled on a worker thread: parse, look up (with
-/// an occasional slow miss), encode. The steps are `#[trace]` fns: each call
-/// records a local span (a push each) under the request's root.
-fn handle_get(store: &Store, key: u64) -> u64 {
-    let root = Span::root("kv::get", SpanContext::random()).with_property(|| ("key", key.to_string()));
-    let _guard = root.set_local_parent();
-    parse();
-    let value = lookup(store, key);
-    encode();
-    value
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Untraced,
+    Traced,
+    Recorded,
 }
 
-#[trace(short_name = true)]
-fn parse() {
-    busy_work(200);
-}
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Untraced, Mode::Traced, Mode::Recorded];
 
-#[trace(short_name = true)]
-fn lookup(store: &Store, key: u64) -> u64 {
-    let cached = store.lock().unwrap().get(&key).copied();
-    cached.unwrap_or_else(|| read_from_disk(store, key))
-}
-
-#[trace(name = "read from disk")]
-fn read_from_disk(store: &Store, key: u64) -> u64 {
-    Event::add_to_local_parent("cache miss", || [("key".into(), key.to_string().into())]);
-    std::thread::sleep(Duration::from_micros(300));
-    store.lock().unwrap().insert(key, key * 2);
-    key * 2
-}
-
-#[trace(short_name = true)]
-fn encode() {
-    busy_work(100);
-}
-
-/// An asynchronous batch write: the request's span follows the task across
-/// `.await`s and threads; one disk write serves every key of the batch, so
-/// its local spans are mounted under each request.
-async fn handle_batch_put(keys: Vec<u64>) {
-    let roots: Vec<Span> = keys
-        .iter()
-        .map(|key| Span::root("kv::put", SpanContext::random()).with_property(|| ("key", key.to_string())))
-        .collect();
-    // One span with every request as its parent: written by hand, as
-    // `#[trace]` gives a span a single parent, the caller's.
-    tokio::time::sleep(Duration::from_micros(100))
-        .in_span(Span::enter_with_parents("wait for batch", &roots))
-        .await;
-    let collector = LocalCollector::start();
-    write_batch(&keys);
-    let batch = collector.collect();
-    for root in &roots {
-        root.push_child_spans(batch.clone());
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Traced => "traced",
+            Mode::Recorded => "traced + recorder",
+        }
     }
 }
 
-/// Recorded by the `LocalCollector` (which has no parent span): the spans
-/// are mounted under the requests afterwards.
-#[trace(name = "write batch")]
-fn write_batch(keys: &[u64]) {
-    LocalSpan::add_property(|| ("keys", keys.len().to_string()));
-    std::thread::sleep(Duration::from_micros(250));
-    fsync();
+/// splitmix64: the same request mix in every mode and round.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+enum Request {
+    Get(u64),
+    Put(u64),
+    Compact,
+}
+
+/// One request: a root with its operation, key and shard, over three
+/// steps (`#[trace]` fns: a local span each). Returns the value read.
+fn handle(store: &Store, shards: &[&'static str], request: Request, context: SpanContext) -> u64 {
+    let (name, key) = match request {
+        Request::Get(key) => ("kv::get", key),
+        Request::Put(key) => ("kv::put", key),
+        Request::Compact => ("kv::compact", 0),
+    };
+    let shard = key % SHARDS;
+    let root = Span::root(name, context).with_properties(|| {
+        [("key", std::borrow::Cow::Owned(key.to_string())), ("shard", shards[shard as usize].into())]
+    });
+    let _guard = root.set_local_parent();
+    parse(shard);
+    let value = match request {
+        Request::Get(key) => read(store, key),
+        Request::Put(key) => write(store, key),
+        Request::Compact => compact(store),
+    };
+    encode(value)
 }
 
 #[trace(short_name = true)]
-fn fsync() {}
+fn parse(shard: u64) -> u64 {
+    // The plant: shard 7's requests do some 20 µs of extra work.
+    busy_work(if shard == SLOW_SHARD { 12_000 } else { 150 })
+}
+
+#[trace(name = "store")]
+fn read(store: &Store, key: u64) -> u64 {
+    let value = store[(key % SHARDS) as usize].lock().unwrap().get(&key).copied().unwrap_or_default();
+    busy_work(100) & 1 | value
+}
+
+#[trace(name = "store")]
+fn write(store: &Store, key: u64) -> u64 {
+    store[(key % SHARDS) as usize].lock().unwrap().insert(key, key * 2);
+    busy_work(100) & 1
+}
+
+/// The rare slow command: it holds every shard's lock for about a
+/// millisecond.
+#[trace(name = "store")]
+fn compact(store: &Store) -> u64 {
+    let mut shards: Vec<_> = store.iter().map(|shard| shard.lock().unwrap()).collect();
+    for shard in &mut shards {
+        shard.shrink_to_fit();
+    }
+    busy_work(500_000) & 1
+}
+
+#[trace(short_name = true)]
+fn encode(value: u64) -> u64 {
+    busy_work(100) & 1 | value
+}
+
+/// A worker's share of a round: `requests` requests from `seed`; the sum of
+/// the values read, which is the same in every mode.
+/// Sends each compact's trace id to `watch`, if given, once it has ended.
+fn serve(
+    store: &Store,
+    shards: &[&'static str],
+    worker: u64,
+    seed: u64,
+    watch: Option<Sender<TraceId>>,
+) -> u64 {
+    let requests = REQUESTS_PER_ROUND / WORKERS;
+    let mut random = Random(seed);
+    let mut checksum = 0u64;
+    for i in 0..requests {
+        let draw = random.next();
+        let key = (draw >> 8) % KEYS;
+        // The workers' compacts a quarter of the gap apart.
+        let request = if (i + worker * COMPACT_EVERY / 4) % COMPACT_EVERY == COMPACT_EVERY / 2 {
+            Request::Compact
+        } else if draw % 10 == 0 {
+            Request::Put(key)
+        } else {
+            Request::Get(key)
+        };
+        let compact = matches!(request, Request::Compact);
+        let context = SpanContext::random();
+        checksum = checksum.wrapping_add(handle(store, shards, request, context) & !1);
+        if let Some(watch) = watch.as_ref().filter(|_| compact) {
+            watch.send(context.trace_id).unwrap();
+        }
+    }
+    checksum
+}
+
+/// The root of each slow trace the collector reports, while `listening`.
+#[derive(Clone, Debug)]
+struct SlowRoot {
+    name: String,
+    duration_ns: u64,
+    shard: String,
+}
+
+struct SlowRoots {
+    listening: Arc<AtomicBool>,
+    roots: Arc<Mutex<Vec<SlowRoot>>>,
+}
+
+impl Reporter for SlowRoots {
+    fn report(&mut self, spans: &[SpanRecord]) {
+        if !self.listening.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut roots = self.roots.lock().unwrap();
+        for span in spans.iter().filter(|span| span.parent_id == SpanId::default()) {
+            roots.push(SlowRoot {
+                name: span.name.to_string(),
+                duration_ns: span.duration_ns,
+                shard: property(span, "shard").unwrap_or_default().to_string(),
+            });
+        }
+    }
+}
+
+fn property<'a>(span: &'a SpanRecord, key: &str) -> Option<&'a str> {
+    span.properties.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_ref())
+}
 
 fn main() {
+    let listening = Arc::new(AtomicBool::new(false));
+    let slow_roots = Arc::new(Mutex::new(Vec::new()));
     minitrace::set_reporter(
-        support::TreePrinter::new().0,
-        Config::default().report_slow_traces_only(Duration::from_micros(200)),
+        SlowRoots { listening: listening.clone(), roots: slow_roots.clone() },
+        Config::default().report_slow_traces_only(SLOW),
     );
-    // Every request kept, whatever its fate, for the population at the end.
-    FlightRecorder::new().enable();
 
-    let store: Store = Arc::default();
-    let workers: Vec<_> = (0..2)
-        .map(|worker| {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                // Keys repeat, so most lookups hit the cache and are fast.
-                (0..200u64).map(|i| handle_get(&store, (i * 7 + worker) % 16)).sum::<u64>()
+    let store: Store = Arc::new(
+        (0..SHARDS)
+            .map(|shard| {
+                Mutex::new((shard..KEYS).step_by(SHARDS as usize).map(|key| (key, key * 2)).collect())
             })
+            .collect(),
+    );
+    let shards: &'static [&'static str] =
+        Vec::leak((0..SHARDS).map(|shard| &*String::leak(shard.to_string())).collect());
+    // Two workers for the whole run (the recorder's memory is per thread):
+    // each round, each serves half the requests.
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<u64>();
+    type Round = (u64, Option<Sender<TraceId>>);
+    let workers: Vec<Sender<Round>> = (0..WORKERS)
+        .map(|worker| {
+            let (tx, rx): (Sender<Round>, Receiver<Round>) = crossbeam_channel::unbounded();
+            let (store, done) = (store.clone(), done_tx.clone());
+            std::thread::Builder::new()
+                .name(format!("worker-{worker}"))
+                .spawn(move || {
+                    for (round, watch) in rx {
+                        done.send(serve(&store, shards, worker, round * 31 + worker, watch)).unwrap();
+                    }
+                })
+                .unwrap();
+            tx
         })
         .collect();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
-    runtime.block_on(async {
-        let batches = (0..2u64)
-            .map(|batch| tokio::spawn(handle_batch_put(vec![batch * 3, batch * 3 + 1, batch * 3 + 2])));
-        for batch in batches.collect::<Vec<_>>() {
-            batch.await.unwrap();
+
+    // Rounds interleave the modes, rotated so that each runs first, second
+    // and third alike.
+    let mut rates: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut checksums: HashMap<&str, u64> = HashMap::new();
+    let started = Instant::now();
+    for round in 0..ROUNDS {
+        for k in 0..3 {
+            let mode = Mode::ALL[(k + round) % 3];
+            minitrace::set_enabled(mode != Mode::Untraced);
+            if mode == Mode::Recorded {
+                FlightRecorder::new().bytes_per_thread(8 << 20).enable();
+            }
+            let begin = Instant::now();
+            for worker in &workers {
+                worker.send((round as u64, None)).unwrap();
+            }
+            let checksum = (0..WORKERS).map(|_| done_rx.recv().unwrap()).fold(0, u64::wrapping_add);
+            let elapsed = begin.elapsed();
+            minitrace::flush();
+            if mode == Mode::Recorded {
+                // Its memory is freed at the collector's next cycle: now,
+                // rather than in the next round.
+                FlightRecorder::disable();
+                minitrace::flush();
+            }
+            rates.entry(mode.label()).or_default().push(REQUESTS_PER_ROUND as f64 / elapsed.as_secs_f64());
+            *checksums.entry(mode.label()).or_default() ^= checksum.rotate_left(round as u32);
         }
+    }
+    let measured = started.elapsed();
+
+    // Then one more round of the same mix, traced with the recorder, not
+    // timed: its slow requests are kept, and a watcher asks the recorder
+    // what ran beside each compact as soon as it has ended.
+    minitrace::set_enabled(true);
+    FlightRecorder::new().bytes_per_thread(8 << 20).enable();
+    listening.store(true, Ordering::Relaxed);
+    let (watch, watched) = crossbeam_channel::unbounded::<TraceId>();
+    let watcher = std::thread::spawn(move || {
+        let mut windows = Vec::new();
+        for trace_id in watched {
+            if let Some(compact) = minitrace::recorder::trace(trace_id) {
+                let window = minitrace::recorder::window(compact.begin_unix_ns(), compact.end_unix_ns());
+                windows.push((compact, window));
+            }
+        }
+        windows
     });
-    let checksum: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    for worker in &workers {
+        worker.send((ROUNDS as u64, Some(watch.clone()))).unwrap();
+    }
+    drop(watch);
+    for _ in 0..WORKERS {
+        done_rx.recv().unwrap();
+    }
     minitrace::flush();
+    listening.store(false, Ordering::Relaxed);
+    let windows = watcher.join().unwrap();
+
+    let median = |mode: Mode| {
+        let mut rates = rates[mode.label()].clone();
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    let (untraced, traced, recorded) = (median(Mode::Untraced), median(Mode::Traced), median(Mode::Recorded));
+    let same = checksums.values().all(|checksum| *checksum == checksums["untraced"]);
+    println!(
+        "the main job: a key-value service on {WORKERS} worker threads; {} requests per mode \
+         (reads, writes, a rare compact), {ROUNDS} interleaved rounds each, in {:.1} s",
+        group(REQUESTS_PER_ROUND * ROUNDS as u64),
+        measured.as_secs_f64()
+    );
+    println!(
+        "every mode answered the same: {} (checksum {:016x})",
+        if same { "yes" } else { "NO" },
+        checksums["untraced"]
+    );
+    println!("throughput, median of {ROUNDS} rounds:");
+    for (mode, rate) in [(Mode::Untraced, untraced), (Mode::Traced, traced), (Mode::Recorded, recorded)] {
+        let rounds: Vec<String> = rates[mode.label()].iter().map(|r| format!("{:.0}", r / 1e3)).collect();
+        println!(
+            "  {:<18} {:>9} requests/s  (rounds, k/s: {})",
+            mode.label(),
+            group(rate as u64),
+            rounds.join(" ")
+        );
+    }
+    // The cost: the extra time per request, untraced / traced − 1.
+    let cost = |rate: f64| (untraced / rate - 1.0) * 100.0;
+    println!("tracing cost: {:+.1} % (recorder: {:+.1} %); seed target 5 %", cost(traced), cost(recorded));
+    // The same in time: each worker's share of a request.
+    let per_request = |rate: f64| WORKERS as f64 / rate * 1e9;
+    println!(
+        "per request, of a core: {} untraced; tracing adds {} ns, with the recorder {} ns",
+        micros(per_request(untraced) as u64),
+        (per_request(traced) - per_request(untraced)).round(),
+        (per_request(recorded) - per_request(untraced)).round()
+    );
+
+    show_slow_requests(&slow_roots.lock().unwrap());
+    show_overlaps(&windows);
 
     let stats = minitrace::collector::stats();
-    let requests = 2 * 200 + 2 * 3;
     println!(
-        "traced {requests} requests (checksum {checksum}); reported {} spans of the slow ones, \
-         sampled out {} spans of fast ones, dropped {}",
+        "\ncollector, whole run: reported {} spans of slow requests, sampled out {} spans of fast ones, \
+         dropped {}",
         stats.spans_reported,
         stats.spans_sampled_out,
         stats.dropped()
@@ -145,6 +366,89 @@ fn main() {
     if let Err(error) = show_every_request(Path::new("target/trace-example")) {
         eprintln!("no flight recorder page: {error}");
     }
+}
+
+/// `1234567` as `1 234 567`.
+fn group(number: u64) -> String {
+    let digits = number.to_string();
+    let mut out = String::new();
+    for (k, digit) in digits.chars().enumerate() {
+        if k > 0 && (digits.len() - k) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+fn micros(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1e3)
+}
+
+/// The slow requests of the last round, by cause.
+fn show_slow_requests(roots: &[SlowRoot]) {
+    let slow_shard = SLOW_SHARD.to_string();
+    let compacts = roots.iter().filter(|root| root.name == "kv::compact").count();
+    let shard = roots.iter().filter(|root| root.name != "kv::compact" && root.shard == slow_shard).count();
+    println!(
+        "\nslow requests (root ≥ {} µs) of the last round, with the recorder: {} of {}; kv::compact {compacts}, \
+         shard={SLOW_SHARD} {shard}, other {}",
+        SLOW.as_micros(),
+        roots.len(),
+        group(REQUESTS_PER_ROUND),
+        roots.len() - compacts - shard
+    );
+    let mut slowest: Vec<&SlowRoot> = roots.iter().collect();
+    slowest.sort_by_key(|root| std::cmp::Reverse(root.duration_ns));
+    for root in slowest.iter().take(8) {
+        println!("  {:>10}  {} shard={}", micros(root.duration_ns), root.name, root.shard);
+    }
+}
+
+/// What ran beside the compacts of the last round, from the flight
+/// recorder: the requests they blocked on the other worker; the compact
+/// that blocked the most, in full.
+fn show_overlaps(windows: &[(RecordedTrace, Vec<RecordedTrace>)]) {
+    let store = |trace: &RecordedTrace| {
+        trace.spans.iter().find(|span| span.name == "store").map_or(0, |span| span.duration_ns)
+    };
+    let overlaps: Vec<(&RecordedTrace, Vec<&RecordedTrace>, usize)> = windows
+        .iter()
+        .map(|(compact, window)| {
+            let (blocked, beside): (Vec<&RecordedTrace>, Vec<&RecordedTrace>) =
+                window.iter().filter(|trace| trace.trace_id != compact.trace_id).partition(|trace| {
+                    trace.thread != compact.thread && store(trace) >= BLOCKED.as_nanos() as u64
+                });
+            (compact, blocked, beside.len())
+        })
+        .collect();
+    let blocked_in_all: usize = overlaps.iter().map(|(_, blocked, _)| blocked.len()).sum();
+    let beside_in_all: usize = overlaps.iter().map(|(_, _, beside)| beside).sum();
+    println!(
+        "\nwhat overlapped the last round's {} compacts, from the flight recorder: {} requests, \
+         {blocked_in_all} of them blocked",
+        overlaps.len(),
+        blocked_in_all + beside_in_all
+    );
+    let Some((compact, blocked, beside)) = overlaps.iter().max_by_key(|(_, blocked, _)| blocked.len()) else {
+        return;
+    };
+    let line = |trace: &RecordedTrace, role: String| {
+        let root = trace.root().unwrap();
+        println!(
+            "  {:>10}  {:<11} key={} shard={} thread {}  {role}",
+            micros(trace.duration_ns()),
+            root.name,
+            property(root, "key").unwrap_or("?"),
+            property(root, "shard").unwrap_or("?"),
+            trace.thread
+        );
+    };
+    line(compact, "the compact, holding the lock".to_string());
+    for trace in blocked {
+        line(trace, format!("blocked: waited in store {}", micros(store(trace))));
+    }
+    println!("  and {beside} requests beside it that it did not block");
 }
 
 /// The whole population, slow or not: the flight recorder's requests as a
@@ -158,7 +462,7 @@ fn show_every_request(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let reader = Reader::new(BufReader::new(File::open(&dump)?))?;
     minitrace_view::render_page(
         reader,
-        "minitrace: the trace example's requests",
+        "minitrace: the main job's requests",
         BufWriter::new(File::create(&page)?),
     )?;
     println!("dump: {}\npage: {} (open it in a browser)", dump.display(), page.display());

@@ -35,8 +35,13 @@ pub fn synthetic_dump(path: &Path, count: usize) -> Summary {
     summary.finish()
 }
 
+/// The workspace's root: the package's directory or the nearest above it
+/// that has `scripts/browser.sh` (the root package includes this module
+/// too).
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = package.ancestors().find(|dir| dir.join("scripts/browser.sh").is_file());
+    root.unwrap_or(package).to_path_buf()
 }
 
 /// Whether the browser and its driver are installed (by the set-up step,
