@@ -36,7 +36,7 @@ use super::{design, SLOW_BY, THRESHOLD};
 /// How long a retrieval that came before its root ended waits for it.
 pub const WAIT_FOR_ROOTS: Duration = Duration::from_secs(1);
 /// Each thread's flight memory: a few seconds of this load (a slow
-/// request's trigger comes 300 ms after its backends' parts ended), and
+/// request's trigger comes 1 s after its backends' parts ended), and
 /// the oldest request is overwritten long before the end.
 const BYTES_PER_THREAD: usize = 8 << 20;
 
