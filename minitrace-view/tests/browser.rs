@@ -36,7 +36,8 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     assert_eq!(results["errors"], Value::Array(vec![]), "no script error, no network request");
     // The sanity bound: the page is usable within a few seconds.
     let load_ms = results["loadMs"].as_u64().unwrap();
-    assert!(load_ms < 20_000, "loaded in {load_ms} ms");
+    // A figure to read, not a limit: no timing is asserted in a test.
+    println!("1 M-request page loaded in {load_ms} ms");
     // Drawn: points cover a real share of the canvas, not a blank one.
     let drawn = results["scatterPixels"].as_u64().unwrap();
     let pixels = results["canvasPixels"].as_u64().unwrap();
