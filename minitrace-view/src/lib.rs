@@ -48,7 +48,7 @@ mod page;
 mod perfetto;
 mod summary;
 
-pub use page::{render_page, PageStats};
+pub use page::{render_page, render_pages, PageStats};
 pub use perfetto::{export_perfetto, Exported, PerfettoOptions};
 pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 
