@@ -7,9 +7,12 @@
 //
 // The ranking. Each request carries attributes: its operation (the root's
 // name), each root property as key=value, the name of each span under the
-// root (once per request, however often it occurs), and its thread. (A
-// flight dump names no process or service; a root property such as
-// service=… is ranked like any other.) For the requests in the region (the
+// root (once per request, however often it occurs), and its thread; and,
+// on a page of several processes' dumps, each process the request has spans
+// in (a request joined across processes has them all: its rows' attributes
+// together). (A dump itself names no process or service: the process is its
+// dump's label; a root property such as service=… is ranked like any
+// other.) For the requests in the region (the
 // selection) and all the others (the baseline), the share that has each
 // attribute is counted, and attributes are ranked by the difference of the
 // two shares, selection minus baseline: 1 for an attribute every selected
@@ -23,8 +26,8 @@ const mtExplain = (() => {
   const CELL = 4; // a heatmap cell's side, in CSS pixels
   // The heatmap's colours, from one request in a cell to the most.
   const RAMP = [[255, 237, 160], [254, 178, 76], [240, 59, 32], [128, 0, 38]];
-  const KINDS = ['operation', 'property', 'span', 'thread'];
-  const [OPERATION, PROPERTY, SPAN, THREAD] = [0, 1, 2, 3];
+  const KINDS = ['operation', 'property', 'span', 'thread', 'process'];
+  const [OPERATION, PROPERTY, SPAN, THREAD, PROCESS] = [0, 1, 2, 3, 4];
   const SHOWN = 40; // ranking rows shown before "show all"
 
   function ramp(t) {
@@ -42,7 +45,8 @@ const mtExplain = (() => {
 
   // `page`: { n, meta, begin, dur, durLog, kind, view(), dpr(), fit(canvas),
   // axes(overlay, plot, xTicks, yTicks, title), timeTicks(width), fmtDur(ns),
-  // escapeHtml(text), readAttributes(b), blockCount, api }; see page.js. Adds
+  // escapeHtml(text), readAttributes(b), blockCount, rowCount, rowsOf(i),
+  // isPart(row), processOfRow(row), processes, api }; see page.js. Adds
   // its test hooks to `api` (window.mtview), and returns { draw }.
   function install(page) {
     const $ = (id) => document.getElementById(id);
@@ -205,7 +209,9 @@ const mtExplain = (() => {
     }
 
     // Every request's attributes, numbered: request i has the attribute
-    // numbers ids[starts[i]] .. ids[starts[i + 1]]. Read once from the
+    // numbers ids[starts[i]] .. ids[starts[i + 1]]. Read by row (a trace)
+    // and, when rows were joined into requests, then gathered by request.
+    // Read once from the
     // dump's blocks (page.js's readAttributes(b)), in the background a
     // moment after the page is ready, or at once on the first brush.
     let index = null;
@@ -219,10 +225,12 @@ const mtExplain = (() => {
         const properties = new Map();
         const spans = new Map();
         const threads = new Map();
+        const processes = new Map();
+        const rankProcesses = page.processes.length > 1;
         const kinds = [];
         const labels = [];
-        let seen = new Int32Array(1024); // the last request that had each number
-        const starts = new Uint32Array(n + 1);
+        let seen = new Int32Array(1024); // the last owner that had each number
+        let starts = new Uint32Array(page.rowCount + 1);
         let ids = new Uint32Array(Math.max(1024, n * 4));
         let used = 0;
         // The number of a new attribute.
@@ -238,9 +246,11 @@ const mtExplain = (() => {
           }
           return id;
         };
-        const add = (id, i) => {
-          if (seen[id] === i + 1) return;
-          seen[id] = i + 1;
+        // Adds attribute `id` to `owner` (row + 1 when reading rows, its
+        // negative when gathering requests), once.
+        const add = (id, owner) => {
+          if (seen[id] === owner) return;
+          seen[id] = owner;
           if (used === ids.length) {
             const grown = new Uint32Array(ids.length * 2);
             grown.set(ids);
@@ -253,25 +263,46 @@ const mtExplain = (() => {
           for (const request of await page.readAttributes(b)) {
             starts[i] = used;
             const name = request.name;
-            add(operations.get(name) ?? fresh(operations, name, OPERATION, name), i);
+            const owner = i + 1;
+            // A part's root is a span of the request, whose operation is its entry's.
+            if (!page.isPart(i)) add(operations.get(name) ?? fresh(operations, name, OPERATION, name), owner);
+            else if (request.thread !== 0) add(spans.get(name) ?? fresh(spans, name, SPAN, name), owner);
             for (const [key, value] of request.properties) {
               let values = properties.get(key);
               if (values === undefined) properties.set(key, values = new Map());
-              add(values.get(value) ?? fresh(values, value, PROPERTY, `${key}=${value}`), i);
+              add(values.get(value) ?? fresh(values, value, PROPERTY, `${key}=${value}`), owner);
             }
             // The spans under the root: the root, last when held, is the operation.
             const names = request.spanNames;
             for (let k = names.length - (request.thread !== 0 ? 2 : 1); k >= 0; k--) {
-              add(spans.get(names[k]) ?? fresh(spans, names[k], SPAN, names[k]), i);
+              add(spans.get(names[k]) ?? fresh(spans, names[k], SPAN, names[k]), owner);
             }
-            const thread = request.thread;
-            add(threads.get(thread) ?? fresh(threads, thread, THREAD, thread === 0 ? '(root not held)' : String(thread)), i);
+            // Threads are a process's own: with several, named `process thread`.
+            const process = rankProcesses ? page.processOfRow(i) : '';
+            const thread = rankProcesses ? `${process} ${request.thread}` : request.thread;
+            const threadLabel = `${rankProcesses ? `${process} ` : ''}${request.thread === 0 ? '(root not held)' : request.thread}`;
+            add(threads.get(thread) ?? fresh(threads, thread, THREAD, threadLabel), owner);
+            if (rankProcesses) add(processes.get(process) ?? fresh(processes, process, PROCESS, process), owner);
             i++;
           }
           indexed = b + 1;
           onProgress();
         }
-        starts[n] = used;
+        starts[page.rowCount] = used;
+        if (page.rowCount !== n) {
+          const rowStarts = starts;
+          const rowIds = ids;
+          starts = new Uint32Array(n + 1);
+          ids = new Uint32Array(Math.max(1024, used));
+          used = 0;
+          for (let r = 0; r < n; r++) {
+            starts[r] = used;
+            for (const row of page.rowsOf(r)) {
+              for (let k = rowStarts[row]; k < rowStarts[row + 1]; k++) add(rowIds[k], -(r + 1));
+            }
+          }
+          starts[n] = used;
+        }
         const totals = new Uint32Array(labels.length);
         for (let k = 0; k < used; k++) totals[ids[k]]++;
         return { kinds, labels, starts, ids: ids.subarray(0, used), totals };

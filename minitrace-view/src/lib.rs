@@ -32,9 +32,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The command line, `minitrace-view DUMP [-o PAGE.html] [--perfetto OUT.json]
-//! [--summary]`, is a thin shell over [`render_page`], [`export_perfetto`]
-//! and [`summarize`].
+//! Several processes' dumps (a frontend's and a backend's, say) make one
+//! page of one population with [`render_pages`]: a request's traces in the
+//! processes it went through are joined by trace id.
+//!
+//! The command line, `minitrace-view DUMP [DUMP...] [-o PAGE.html]
+//! [--perfetto OUT.json] [--summary]`, is a thin shell over [`render_pages`],
+//! [`export_perfetto`] and [`summarize`].
 
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
@@ -48,7 +52,7 @@ mod page;
 mod perfetto;
 mod summary;
 
-pub use page::{render_page, PageStats};
+pub use page::{render_page, render_pages, PageStats};
 pub use perfetto::{export_perfetto, Exported, PerfettoOptions};
 pub use summary::{format_duration, summary, Slow, Summary, SummaryBuilder};
 

@@ -1,5 +1,5 @@
-//! `minitrace-view`: a flight dump as an HTML page, a Perfetto trace, or a
-//! summary. Run with `--help` for its usage.
+//! `minitrace-view`: a flight dump (or several processes' dumps) as an HTML
+//! page, a Perfetto trace, or a summary. Run with `--help` for its usage.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Write};
@@ -7,25 +7,32 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use minitrace_flight::Reader;
-use minitrace_view::{export_perfetto, render_page, summarize, PerfettoOptions};
+use minitrace_view::{export_perfetto, render_pages, summarize, PerfettoOptions};
 
 const USAGE: &str = "\
 usage: minitrace-view DUMP [-o PAGE.html] [--perfetto OUT.json [--around TRACE_ID] [--limit N]]
                            [--summary] [--title TITLE]
+       minitrace-view DUMP DUMP... -o PAGE.html [--process LABEL]... [--summary] [--title TITLE]
 
   -o PAGE.html        write a self-contained HTML page of every request (works offline)
   --perfetto OUT.json write Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing
   --around TRACE_ID   with --perfetto: only the requests that overlap this one (hex id)
   --limit N           with --perfetto: at most N requests
   --summary           print the latency percentiles and the slowest requests
-  --title TITLE       the page's title (default: the dump's file name)
+  --title TITLE       the page's title (default: the dumps' file names)
+  --process LABEL     the process of the dump in the same place (default: its file stem)
 
 With none of -o, --perfetto and --summary: writes DUMP's page beside it (DUMP.html) and
-prints the summary.";
+prints the summary.
+
+Several dumps, of several processes (say a frontend and a backend), make one page of one
+population: traces of different processes with the same trace id are one request, timed
+by the process it entered by. --summary prints each dump's summary.";
 
 #[derive(Debug, Default)]
 struct Args {
-    dump: PathBuf,
+    dumps: Vec<PathBuf>,
+    processes: Vec<String>,
     page: Option<PathBuf>,
     perfetto: Option<PathBuf>,
     around: Option<u128>,
@@ -36,7 +43,6 @@ struct Args {
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut parsed = Args::default();
-    let mut dump = None;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
@@ -56,17 +62,34 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--summary" => parsed.summary = true,
             "--title" => parsed.title = Some(value("--title")?),
+            "--process" => parsed.processes.push(value("--process")?),
             flag if flag.starts_with('-') && flag != "-" => return Err(format!("unknown option {flag}")),
-            path if dump.is_none() => dump = Some(PathBuf::from(path)),
-            extra => return Err(format!("one dump at a time (also given: {extra})")),
+            path => parsed.dumps.push(PathBuf::from(path)),
         }
     }
-    parsed.dump = dump.ok_or("no dump given")?;
+    if parsed.dumps.is_empty() {
+        return Err("no dump given".into());
+    }
+    if !parsed.processes.is_empty() && parsed.processes.len() != parsed.dumps.len() {
+        return Err(format!(
+            "{} --process labels for {} dumps: give one for each, or none",
+            parsed.processes.len(),
+            parsed.dumps.len()
+        ));
+    }
+    if parsed.dumps.len() > 1 {
+        if parsed.perfetto.is_some() {
+            return Err("--perfetto takes one dump".into());
+        }
+        if parsed.page.is_none() {
+            return Err("several dumps make one page: name it with -o PAGE.html".into());
+        }
+    }
     if (parsed.around.is_some() || parsed.limit.is_some()) && parsed.perfetto.is_none() {
         return Err("--around and --limit go with --perfetto".into());
     }
     if parsed.page.is_none() && parsed.perfetto.is_none() && !parsed.summary {
-        parsed.page = Some(parsed.dump.with_extension("html"));
+        parsed.page = Some(parsed.dumps[0].with_extension("html"));
         parsed.summary = true;
     }
     Ok(parsed)
@@ -135,21 +158,34 @@ fn write_atomically<T>(
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let dump_name = args.dump.display().to_string();
+    let name = |path: &Path| path.display().to_string();
     if args.summary {
-        let summary = summarize(open(&args.dump)?).map_err(|error| format!("{dump_name}: {error}"))?;
-        print!("{summary}");
+        for dump in &args.dumps {
+            let summary = summarize(open(dump)?).map_err(|error| format!("{}: {error}", name(dump)))?;
+            if args.dumps.len() > 1 {
+                println!("{}:", name(dump));
+            }
+            print!("{summary}");
+        }
     }
     if let Some(page) = &args.page {
-        let title = args.title.clone().unwrap_or_else(|| {
-            args.dump.file_name().map_or(dump_name.clone(), |name| name.to_string_lossy().into_owned())
-        });
-        let reader = open(&args.dump)?;
+        let file_name =
+            |path: &Path| path.file_name().map_or(name(path), |file| file.to_string_lossy().into_owned());
+        let title = args
+            .title
+            .clone()
+            .unwrap_or_else(|| args.dumps.iter().map(|dump| file_name(dump)).collect::<Vec<_>>().join(" + "));
+        let mut dumps = Vec::with_capacity(args.dumps.len());
+        for (k, dump) in args.dumps.iter().enumerate() {
+            let stem = dump.file_stem().map_or(name(dump), |stem| stem.to_string_lossy().into_owned());
+            dumps.push((args.processes.get(k).cloned().unwrap_or(stem), open(dump)?));
+        }
+        let dump_names = args.dumps.iter().map(|dump| name(dump)).collect::<Vec<_>>().join(", ");
         let stats = write_atomically(page, |out| {
-            render_page(reader, &title, out).map_err(|error| format!("{dump_name}: {error}"))
+            render_pages(dumps, &title, out).map_err(|error| format!("{dump_names}: {error}"))
         })?;
         if stats.requests == 0 {
-            eprintln!("minitrace-view: {dump_name} holds no requests; the page says so");
+            eprintln!("minitrace-view: {dump_names} holds no requests; the page says so");
         }
         println!(
             "page: {} ({} requests, {:.1} MB)",
@@ -159,9 +195,11 @@ fn run(args: Args) -> Result<(), String> {
         );
     }
     if let Some(json) = &args.perfetto {
+        let dump = &args.dumps[0];
+        let dump_name = name(dump);
         // A first pass for the earliest begin (time 0) and the window.
         let (mut origin, mut window) = (None::<u64>, None);
-        for trace in open(&args.dump)? {
+        for trace in open(dump)? {
             let trace = trace.map_err(|error| format!("{dump_name}: {error}"))?;
             let (begin, duration) = minitrace_view::request_extent(&trace);
             origin = Some(origin.map_or(begin, |origin| origin.min(begin)));
@@ -173,7 +211,7 @@ fn run(args: Args) -> Result<(), String> {
             return Err(format!("{dump_name} holds no request with trace id {id:032x}"));
         }
         let options = PerfettoOptions { window, limit: args.limit, origin_unix_ns: origin };
-        let reader = open(&args.dump)?;
+        let reader = open(dump)?;
         let exported = write_atomically(json, |out| {
             export_perfetto(reader, &options, out).map_err(|error| format!("{dump_name}: {error}"))
         })?;

@@ -55,6 +55,27 @@
   const begin = new Float64Array(bytesOf('d-begin').buffer); // µs since the first request
   const dur = new Float32Array(bytesOf('d-duration').buffer); // µs
   const kind = bytesOf('d-kind');
+  // The dumps' traces, a row each in block order, make the requests: with
+  // several processes' dumps, the traces of one trace id are one request,
+  // its entry's row (the trace whose root began first) and its parts, the
+  // other processes' rows. d-parts lists (row, request) of every part;
+  // request i's entry is the i-th row that is no part.
+  const rowCount = meta.rows;
+  const processes = meta.processes;
+  const parts = new Uint32Array(bytesOf('d-parts').buffer);
+  const entryRow = new Uint32Array(n);
+  const partsOf = new Map();
+  const isPart = new Uint8Array(rowCount);
+  {
+    for (let k = 0; k < parts.length; k += 2) {
+      isPart[parts[k]] = 1;
+      if (!partsOf.has(parts[k + 1])) partsOf.set(parts[k + 1], []);
+      partsOf.get(parts[k + 1]).push(parts[k]);
+    }
+    for (let row = 0, i = 0; row < rowCount; row++) if (!isPart[row]) entryRow[i++] = row;
+  }
+  // Request i's rows, its entry's first.
+  const rowsOf = (i) => [entryRow[i], ...(partsOf.get(i) || [])];
   const durLog = new Float32Array(n);
   let tMax = 0;
   let dMin = Infinity;
@@ -345,16 +366,17 @@
     if (best >= 0) select(best);
   }
 
-  // A request's trace: its block, inflated by the browser and decoded by
-  // decode.js (mtfDecode) as FORMAT.md of minitrace-flight describes. Each
-  // block is decoded once and kept: traces(b) gives a block's, trace(i) the
-  // trace of the request at index i of the arrays above, and attributes(b)
-  // the names, properties and threads of a block's requests alone (fast
-  // enough to read every block: some 2 µs a request).
+  // A request's trace: its rows' blocks, inflated by the browser and
+  // decoded by decode.js (mtfDecode) as FORMAT.md of minitrace-flight
+  // describes. Each block is decoded once and kept: traces(b) gives a
+  // block's, trace(i) the trace of the request at index i of the arrays
+  // above (its rows' spans together), and attributes(b) the names,
+  // properties and threads of a block's rows alone (fast enough to read
+  // every block: some 2 µs a row).
   const blocks = new Map();
   const blockCount = meta.blockStarts.length;
   function blockSize(b) {
-    return (b + 1 < blockCount ? meta.blockStarts[b + 1] : n) - meta.blockStarts[b];
+    return (b + 1 < blockCount ? meta.blockStarts[b + 1] : rowCount) - meta.blockStarts[b];
   }
   const attributeBlocks = new Map();
   function attributes(b) {
@@ -369,11 +391,13 @@
     if (attributeBlocks.has(b)) return attributeBlocks.get(b);
     return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b)));
   }
-  function blockOf(index) {
-    let b = 0;
-    while (b + 1 < meta.blockStarts.length && meta.blockStarts[b + 1] <= index) b++;
-    return b;
+  function blockOf(row) {
+    let lo = 0;
+    let hi = blockCount - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (meta.blockStarts[mid] <= row) lo = mid; else hi = mid - 1; }
+    return lo;
   }
+  const processOfRow = (row) => processes[meta.blockProcesses[blockOf(row)]];
   function traces(b) {
     if (!blocks.has(b)) {
       blocks.set(b, (async () => {
@@ -383,9 +407,28 @@
     }
     return blocks.get(b);
   }
+  async function rowTrace(row) {
+    const b = blockOf(row);
+    return (await traces(b))[row - meta.blockStarts[b]];
+  }
+  // The request's trace: its entry's, with every row's spans, each with its
+  // `process`, and each span's `parent` found among them all (a part's
+  // spans hang under the entry's span that called its process).
   async function trace(index) {
-    const b = blockOf(index);
-    return (await traces(b))[index - meta.blockStarts[b]];
+    const rows = rowsOf(index);
+    const decoded = await Promise.all(rows.map(rowTrace));
+    const spans = [];
+    decoded.forEach((part, k) => {
+      const process = processOfRow(rows[k]);
+      for (const span of part.spans) spans.push({ ...span, process });
+    });
+    if (rows.length > 1) {
+      const first = new Map();
+      spans.forEach((span, at) => { if (!first.has(span.spanId)) first.set(span.spanId, at); });
+      for (const span of spans) span.parent = first.get(span.parentId) ?? -1;
+    }
+    return { ...decoded[0], spans, process: processOfRow(rows[0]),
+      processes: rows.map(processOfRow) };
   }
 
   function fmtUnixNs(ns) {
@@ -406,6 +449,7 @@
     $('selected-name').textContent = request.name;
     $('selected-duration').textContent = fmtDur(Number(request.durationNs));
     $('selected-begin').textContent = `${fmtUnixNs(request.beginNs)} (${(begin[index] / 1e6).toFixed(6)}s into the dump)`;
+    $('selected-process').textContent = request.processes.join(' → ');
     $('selected-thread').textContent = request.thread === 0 ? '— (root not held)' : String(request.thread);
     $('selected-spans').textContent = `${request.spans.length}${request.complete ? '' : ' (incomplete: some were made room for)'}`;
     $('selected-properties').textContent = fmtProperties(request.properties) || '—';
@@ -467,7 +511,7 @@
       }
       const label = document.createElement('span');
       label.className = 'span-label';
-      label.textContent = `${span.name} ${fmtDur(duration)}`;
+      label.textContent = `${processes.length > 1 ? `${span.process}: ` : ''}${span.name} ${fmtDur(duration)}`;
       const end = pct(from + duration);
       // Beside the bar where there is room, else inside it.
       if (end < 60) label.style.left = `calc(${end}% + 4px)`;
@@ -489,7 +533,7 @@
   // One line per property and event of span k: the bar's tooltip.
   function spanSummary(request, k) {
     const span = request.spans[k];
-    const lines = [`${span.name}: ${fmtDur(Number(span.durationNs))} from +${fmtDur(Number(span.beginNs - request.beginNs))}`];
+    const lines = [`${processes.length > 1 ? `[${span.process}] ` : ''}${span.name}: ${fmtDur(Number(span.durationNs))} from +${fmtDur(Number(span.beginNs - request.beginNs))}`];
     for (const [key, value] of span.properties) lines.push(`${key} = ${value}`);
     for (const event of span.events) {
       const props = fmtProperties(event.properties);
@@ -513,6 +557,7 @@
       dd.textContent = value;
       list.append(dt, dd);
     };
+    row('process', span.process);
     row('span id', span.spanId);
     row('parent id', span.parentId + (span.parent >= 0 ? ` (${request.spans[span.parent].name})` : ''));
     if (span.traceId !== request.traceId) row('trace id', span.traceId);
@@ -544,20 +589,28 @@
   // percentiles per operation: explain.js, on the same data and time axis.
   const explainer = mtExplain.install({
     n, meta, begin, dur, durLog, kind, view: () => view, dpr, fit, axes, timeTicks, fmtDur, escapeHtml,
-    readAttributes, blockCount, api,
+    readAttributes, blockCount, rowCount, rowsOf, isPart: (row) => isPart[row] === 1, processOfRow, processes, api,
   });
 
   api.view = () => ({ ...view });
   api.select = select;
   // Data access for tools built on the page: the request at index i of the
-  // arrays (begin, duration, kind) as its decoded trace; a block's traces,
-  // or its requests' attributes; the block of a request, and how many.
+  // arrays (begin, duration, kind) as its decoded trace, every row's spans
+  // with their process; a block's traces (rows), or their attributes; the
+  // block of a row, and how many; the requests (count) and rows (rowCount:
+  // more than count when processes' traces were joined); request i's rows
+  // (rowsOf(i), its entry's first) and the process of each (processOf(i):
+  // its entry's); the processes' labels, in the order of the dumps.
   api.trace = trace;
   api.traces = traces;
   api.attributes = attributes;
   api.blockOf = blockOf;
   api.blockCount = blockCount;
   api.count = n;
+  api.rowCount = rowCount;
+  api.rowsOf = rowsOf;
+  api.processOf = (i) => processOfRow(entryRow[i]);
+  api.processes = processes;
   drawAll();
   api.ready = true;
 })();

@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::write::EncoderWriter;
-use minitrace_flight::{Reader, RecordedTrace};
+use minitrace_flight::{Reader, RecordedTrace, TraceId};
 
 use crate::{json_string, request_extent, request_name, SummaryBuilder, ViewError};
 
@@ -54,10 +54,11 @@ fn shown(name: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &name[..end]))
 }
 
-/// What [`render_page`] wrote.
+/// What [`render_page`] or [`render_pages`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageStats {
-    /// Requests (traces) on the page.
+    /// Requests on the page: a trace each, or several processes' traces
+    /// of one trace id.
     pub requests: u64,
     /// Their spans, roots included.
     pub spans: u64,
@@ -100,7 +101,8 @@ impl Names {
     }
 }
 
-/// Everything the page needs, gathered in one pass over the dump.
+/// Everything the page needs, gathered in one pass over the dumps: a row
+/// per trace, in the order of the dumps and their blocks.
 #[derive(Default)]
 struct Gathered {
     begins: Vec<u64>,
@@ -108,17 +110,23 @@ struct Gathered {
     kinds: Vec<u8>,
     kind_names: Names,
     stage_names: Names,
-    /// (stage, ns since the request began) for each span's begin; stage 0
-    /// marks the request's end.
+    /// (stage, ns since the row's trace began) for each span's begin; stage
+    /// 0 marks the trace's end.
     points: Vec<(u8, f32)>,
     point_starts: Vec<usize>,
     blocks: Vec<Vec<u8>>,
     block_starts: Vec<u64>,
+    /// Each block's process: its dump's place in the list.
+    block_processes: Vec<usize>,
     spans: u64,
+    /// Only with several dumps, to join them: each row's trace id, process,
+    /// and whether its root was held.
+    joining: bool,
+    ids: Vec<(u128, usize, bool)>,
 }
 
 impl Gathered {
-    fn add(&mut self, trace: &RecordedTrace) {
+    fn add(&mut self, trace: &RecordedTrace, process: usize) {
         let (begin, duration) = request_extent(trace);
         self.begins.push(begin);
         self.durations.push(duration);
@@ -132,7 +140,79 @@ impl Gathered {
             self.points.push((stage, span.begin_time_unix_ns.saturating_sub(begin) as f32));
         }
         self.spans += trace.spans.len() as u64;
+        if self.joining {
+            self.ids.push((trace.trace_id.0, process, trace.root().is_some()));
+        }
     }
+
+    /// The page's requests: a row each, except that the rows of different
+    /// processes with the same trace id are one request, whose entry is
+    /// the row whose root began first (a rooted row before a rootless one).
+    /// A process's further rows with an id it already had stay requests of
+    /// their own.
+    fn join(&self) -> Requests {
+        let rows = self.begins.len();
+        if !self.joining {
+            return Requests { entries: (0..rows).collect(), parts: Vec::new() };
+        }
+        let mut entry_of: Vec<usize> = (0..rows).collect();
+        let mut order: Vec<usize> = (0..self.ids.len()).collect();
+        order.sort_unstable_by_key(|&row| (self.ids[row].0, self.ids[row].1, row));
+        for group in order.chunk_by(|&a, &b| self.ids[a].0 == self.ids[b].0) {
+            let members: Vec<usize> = group
+                .iter()
+                .enumerate()
+                .filter(|&(k, &row)| k == 0 || self.ids[group[k - 1]].1 != self.ids[row].1)
+                .map(|(_, &row)| row)
+                .collect();
+            let entry = members.iter().copied().min_by_key(|&row| (!self.ids[row].2, self.begins[row], row));
+            for &row in &members {
+                entry_of[row] = entry.unwrap_or(row);
+            }
+        }
+        let mut request_of = vec![0; rows];
+        let mut entries = Vec::with_capacity(rows);
+        for row in (0..rows).filter(|&row| entry_of[row] == row) {
+            request_of[row] = entries.len();
+            entries.push(row);
+        }
+        let mut parts: Vec<(usize, usize)> = (0..rows)
+            .filter(|&row| entry_of[row] != row)
+            .map(|row| (request_of[entry_of[row]], row))
+            .collect();
+        parts.sort_unstable();
+        Requests { entries, parts }
+    }
+}
+
+/// The requests of a page, made of the gathered rows.
+struct Requests {
+    /// Each request's entry row, in row order.
+    entries: Vec<usize>,
+    /// (request, row) of each row joined into another process's request,
+    /// by request.
+    parts: Vec<(usize, usize)>,
+}
+
+/// Each request's kind (its entry's root's name) and the kinds' names and
+/// counts of requests: the kinds of the gathered rows, less those only
+/// parts of requests had.
+fn request_kinds(gathered: &Gathered, requests: &Requests) -> (Vec<u8>, Vec<(String, u64)>) {
+    let names = &gathered.kind_names.names;
+    let mut counts = vec![0u64; names.len()];
+    for &row in &requests.entries {
+        counts[usize::from(gathered.kinds[row])] += 1;
+    }
+    let mut renumbered = vec![0u8; names.len()];
+    let mut kept = Vec::new();
+    for (id, name) in names.iter().enumerate() {
+        if counts[id] > 0 {
+            renumbered[id] = kept.len() as u8;
+            kept.push((name.clone(), counts[id]));
+        }
+    }
+    let kinds = requests.entries.iter().map(|&row| renumbered[usize::from(gathered.kinds[row])]).collect();
+    (kinds, kept)
 }
 
 /// An RGB colour of a hue (degrees) at the page's saturation and lightness.
@@ -166,27 +246,46 @@ fn css(color: [u8; 3]) -> String {
 /// begin and the request's end as a point at its time since the request
 /// began (log scale), coloured by stage and shaded by how many points share
 /// a pixel. Returns the RGBA raster, its height and the log10 range.
-fn stream_raster(gathered: &Gathered, colors: &[[u8; 3]]) -> (Vec<u8>, usize, f64, f64) {
-    let count = gathered.begins.len();
+fn stream_raster(gathered: &Gathered, requests: &Requests, colors: &[[u8; 3]]) -> (Vec<u8>, usize, f64, f64) {
+    let count = requests.entries.len();
     let height = count.clamp(1, STREAM_HEIGHT);
+    // A request's points, in ns since it began: its entry row's, and each
+    // of its parts' spans (not a part's end: the request's end is the entry's).
+    let row_points = |row: usize| {
+        let end = gathered.point_starts.get(row + 1).copied().unwrap_or(gathered.points.len());
+        &gathered.points[gathered.point_starts[row]..end]
+    };
+    let points_of = |index: usize| {
+        let entry = requests.entries[index];
+        let from = requests.parts.partition_point(|&(request, _)| request < index);
+        let to = requests.parts.partition_point(|&(request, _)| request <= index);
+        let parts = requests.parts[from..to].iter().flat_map(move |&(_, row)| {
+            let shift = gathered.begins[row] as f64 - gathered.begins[entry] as f64;
+            row_points(row)[1..]
+                .iter()
+                .map(move |&(stage, offset)| (stage, (f64::from(offset) + shift) as f32))
+        });
+        row_points(entry).iter().copied().chain(parts)
+    };
     let log = |ns: f32| f64::from(ns.max(1.0)).log10();
     let (mut low, mut high) = (f64::MAX, f64::MIN);
-    for &(_, offset) in &gathered.points {
-        low = low.min(log(offset));
-        high = high.max(log(offset));
+    for index in 0..count {
+        for (_, offset) in points_of(index) {
+            low = low.min(log(offset));
+            high = high.max(log(offset));
+        }
     }
     if high - low < 1.0 {
         high = low + 1.0;
     }
     let mut order: Vec<usize> = (0..count).collect();
-    order.sort_by_key(|&index| gathered.begins[index]);
+    order.sort_by_key(|&index| gathered.begins[requests.entries[index]]);
     let cells = STREAM_WIDTH * height;
     let mut counts = vec![0u32; cells];
     let mut sums = vec![[0f32; 3]; cells];
     for (rank, &index) in order.iter().enumerate() {
         let row = rank * height / count;
-        let end = gathered.point_starts.get(index + 1).copied().unwrap_or(gathered.points.len());
-        for &(stage, offset) in &gathered.points[gathered.point_starts[index]..end] {
+        for (stage, offset) in points_of(index) {
             let column = ((log(offset) - low) / (high - low) * (STREAM_WIDTH - 1) as f64).round() as usize;
             let cell = row * STREAM_WIDTH + column.min(STREAM_WIDTH - 1);
             counts[cell] += 1;
@@ -278,32 +377,82 @@ pub fn render_page<R: Read, W: Write>(
     title: &str,
     out: W,
 ) -> Result<PageStats, ViewError> {
-    let mut gathered = Gathered::default();
-    let mut summary = SummaryBuilder::new(0);
-    let mut reader = reader;
-    while let Some(block) = reader.next_block() {
-        let block = block?;
-        gathered.block_starts.push(gathered.begins.len() as u64);
-        for trace in &block.traces {
-            gathered.add(trace);
-            summary.add(trace);
+    render_pages([(title, reader)], title, out)
+}
+
+/// Renders the dumps of several processes (say a frontend's and a
+/// backend's, each named by a label such as its file's stem) as one page
+/// of one population, as [`render_page`] renders one dump.
+///
+/// Each request knows its process. Traces of different processes with the
+/// same trace id are one request: its spans are all of theirs, each
+/// labelled by its process, and its begin, duration and name are those of
+/// its entry, the trace whose root began first (the process the request
+/// entered by). The ranking of a brushed region's attributes then ranks
+/// each process too.
+///
+/// ```
+/// use minitrace_flight::{synthetic, Reader, Writer};
+///
+/// let dump = |seed| -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+///     let mut writer = Writer::new(Vec::new());
+///     for trace in synthetic::traces(100, seed) {
+///         writer.write(&trace)?;
+///     }
+///     Ok(writer.finish()?.into_inner())
+/// };
+/// let (frontend, backend) = (dump(1)?, dump(2)?);
+/// let dumps = [("frontend", Reader::new(&frontend[..])?), ("backend", Reader::new(&backend[..])?)];
+/// let stats = minitrace_view::render_pages(dumps, "two processes", std::io::sink())?;
+/// // Synthetic trace ids differ from seed to seed: nothing to join.
+/// assert_eq!(stats.requests, 200);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn render_pages<L: AsRef<str>, R: Read, W: Write>(
+    dumps: impl IntoIterator<Item = (L, Reader<R>)>,
+    title: &str,
+    out: W,
+) -> Result<PageStats, ViewError> {
+    let dumps: Vec<(L, Reader<R>)> = dumps.into_iter().collect();
+    let mut gathered = Gathered { joining: dumps.len() > 1, ..Gathered::default() };
+    let mut processes = Vec::with_capacity(dumps.len());
+    for (process, (label, mut reader)) in dumps.into_iter().enumerate() {
+        processes.push(json_string(&shown(label.as_ref())));
+        while let Some(block) = reader.next_block() {
+            let block = block?;
+            gathered.block_starts.push(gathered.begins.len() as u64);
+            gathered.block_processes.push(process);
+            for trace in &block.traces {
+                gathered.add(trace, process);
+            }
+            gathered.blocks.push(block.compressed);
         }
-        gathered.blocks.push(block.compressed);
+    }
+    let requests = gathered.join();
+    let rows = gathered.begins.len();
+    // A request's begin, duration and kind are its entry's.
+    let begins: Vec<u64> = requests.entries.iter().map(|&row| gathered.begins[row]).collect();
+    let durations: Vec<u64> = requests.entries.iter().map(|&row| gathered.durations[row]).collect();
+    // The percentiles need only the durations; no slowest are kept.
+    let mut summary = SummaryBuilder::new(0);
+    for &duration in &durations {
+        summary.add_request((TraceId(0), 0, duration), 0, String::new);
     }
     let summary = summary.finish();
-    let count = gathered.begins.len();
-    let origin = gathered.begins.iter().copied().min().unwrap_or(0);
+    let (kinds, kind_names) = request_kinds(&gathered, &requests);
+    let count = requests.entries.len();
+    let origin = begins.iter().copied().min().unwrap_or(0);
 
-    let kind_colors = palette(gathered.kind_names.names.len(), 210.0);
+    let kind_colors = palette(kind_names.len(), 210.0);
     let mut stage_colors = vec![[40, 40, 40]];
     stage_colors.extend(palette(gathered.stage_names.names.len(), 20.0));
-    let (raster, stream_height, log_low, log_high) = stream_raster(&gathered, &stage_colors);
+    let (raster, stream_height, log_low, log_high) = stream_raster(&gathered, &requests, &stage_colors);
 
     let mut slowest: Vec<usize> = (0..count).collect();
-    slowest.sort_unstable_by_key(|&index| std::cmp::Reverse(gathered.durations[index]));
+    slowest.sort_unstable_by_key(|&index| std::cmp::Reverse(durations[index]));
     slowest.truncate(SLOWEST);
 
-    let kinds: Vec<String> = (gathered.kind_names.names.iter().zip(&gathered.kind_names.counts))
+    let kind_list: Vec<String> = (kind_names.iter())
         .zip(&kind_colors)
         .map(|((name, count), &color)| {
             format!("{{\"name\":{},\"color\":\"{}\",\"count\":{count}}}", json_string(name), css(color))
@@ -324,8 +473,8 @@ pub fn render_page<R: Read, W: Write>(
         .map(|&index| {
             format!(
                 "{{\"index\":{index},\"name\":{},\"durationNs\":{}}}",
-                json_string(&gathered.kind_names.names[usize::from(gathered.kinds[index])]),
-                gathered.durations[index]
+                json_string(&kind_names[usize::from(kinds[index])].0),
+                durations[index]
             )
         })
         .collect();
@@ -333,13 +482,16 @@ pub fn render_page<R: Read, W: Write>(
     let meta = format!(
         "{{\"title\":{},\"count\":{count},\"spans\":{},\"originUnixNs\":\"{origin}\",\
          \"kinds\":[{}],\"stages\":[{}],\"blockStarts\":[{}],\
+         \"rows\":{rows},\"processes\":[{}],\"blockProcesses\":[{}],\
          \"stream\":{{\"width\":{STREAM_WIDTH},\"height\":{stream_height},\"logMin\":{log_low},\"logMax\":{log_high}}},\
          \"summary\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},\"slowest\":[{}]}}",
         json_string(title),
         gathered.spans,
-        kinds.join(","),
+        kind_list.join(","),
         stage_list.join(","),
         block_starts.join(","),
+        processes.join(","),
+        gathered.block_processes.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
         summary.p50_ns,
         summary.p90_ns,
         summary.p99_ns,
@@ -360,19 +512,19 @@ pub fn render_page<R: Read, W: Write>(
         out.write_all(head.as_bytes())?;
         // Microseconds since the earliest begin: f64 keeps nanoseconds for
         // dumps of weeks; durations fit f32's 24 bits of precision.
-        let begins: Vec<u8> = gathered
-            .begins
-            .iter()
-            .flat_map(|&begin| (((begin - origin) as f64) / 1e3).to_le_bytes())
-            .collect();
+        let begins: Vec<u8> =
+            begins.iter().flat_map(|&begin| (((begin - origin) as f64) / 1e3).to_le_bytes()).collect();
         data_element(&mut out, "d-begin", &begins)?;
-        let durations: Vec<u8> = gathered
-            .durations
-            .iter()
-            .flat_map(|&duration| ((duration as f64 / 1e3) as f32).to_le_bytes())
-            .collect();
+        let durations: Vec<u8> =
+            durations.iter().flat_map(|&duration| ((duration as f64 / 1e3) as f32).to_le_bytes()).collect();
         data_element(&mut out, "d-duration", &durations)?;
-        data_element(&mut out, "d-kind", &gathered.kinds)?;
+        data_element(&mut out, "d-kind", &kinds)?;
+        // The joined rows: (row, request) pairs, each a little-endian u32.
+        let parts: Vec<u8> = (requests.parts.iter())
+            .flat_map(|&(request, row)| [row as u32, request as u32])
+            .flat_map(u32::to_le_bytes)
+            .collect();
+        data_element(&mut out, "d-parts", &parts)?;
         data_element(&mut out, "d-stream", &raster)?;
         for (index, block) in gathered.blocks.iter().enumerate() {
             data_element(&mut out, &format!("b{index}"), block)?;

@@ -79,16 +79,28 @@ impl SummaryBuilder {
     /// for a trace whose root was not held).
     pub fn add(&mut self, trace: &RecordedTrace) {
         let (begin_unix_ns, duration_ns) = request_extent(trace);
+        let request = (trace.trace_id, begin_unix_ns, duration_ns);
+        self.add_request(request, trace.spans.len() as u64, || request_name(trace).to_string());
+    }
+
+    /// Counts a request of `spans` spans given by (trace id, begin,
+    /// duration); `name` is asked for only if it is kept among the slowest.
+    pub(crate) fn add_request(
+        &mut self,
+        (trace_id, begin_unix_ns, duration_ns): (TraceId, u64, u64),
+        spans: u64,
+        name: impl FnOnce() -> String,
+    ) {
         let arrival = self.durations.len() as u64;
         self.durations.push(duration_ns);
-        self.spans += trace.spans.len() as u64;
+        self.spans += spans;
         if self.keep == 0 {
             return;
         }
         // Ties go to the earlier request: a later one must be strictly slower.
         let fastest_kept = self.slowest.peek().map(|Reverse((duration, _, _))| *duration);
         if self.slowest.len() < self.keep || fastest_kept.is_some_and(|fastest| duration_ns > fastest) {
-            let key = SlowKey(trace.trace_id, begin_unix_ns, request_name(trace).to_string());
+            let key = SlowKey(trace_id, begin_unix_ns, name());
             self.slowest.push(Reverse((duration_ns, u64::MAX - arrival, key)));
             if self.slowest.len() > self.keep {
                 self.slowest.pop();

@@ -181,3 +181,33 @@ fn usage_errors_say_what_is_wrong() {
     let help = view(&[&"--help"]);
     assert!(help.status.success() && text(&help.stdout).contains("--perfetto OUT.json"));
 }
+
+#[test]
+fn several_dumps_make_one_page_of_their_processes() {
+    let dir = support::scratch("cli-processes");
+    // The same requests, dumped by two processes: joined, one each.
+    let (frontend, backend) = (dir.join("frontend.mtf"), dir.join("backend.mtf"));
+    support::synthetic_dump(&frontend, 1_000);
+    support::synthetic_dump(&backend, 1_000);
+    let page = dir.join("both.html");
+    let output = view(&[&frontend, &backend, &"-o", &page]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("(1000 requests, "), "{}", text(&output.stdout));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<title>frontend.mtf + backend.mtf · minitrace flight dump</title>"));
+    assert!(html.contains(r#""rows":2000,"processes":["frontend","backend"]"#));
+
+    let labelled = view(&[&frontend, &"--process", &"tidb", &backend, &"--process", &"tikv", &"-o", &page]);
+    assert!(labelled.status.success(), "{}", text(&labelled.stderr));
+    assert!(std::fs::read_to_string(&page).unwrap().contains(r#""processes":["tidb","tikv"]"#));
+
+    for (args, error) in [
+        (vec![&frontend as &dyn AsRef<std::ffi::OsStr>, &backend], "name it with -o PAGE.html"),
+        (vec![&frontend, &backend, &"--perfetto", &"out.json"], "--perfetto takes one dump"),
+        (vec![&frontend, &backend, &"-o", &page, &"--process", &"tidb"], "1 --process labels for 2 dumps"),
+    ] {
+        let output = view(&args);
+        assert_eq!(output.status.code(), Some(2));
+        assert!(text(&output.stderr).contains(error), "{}", text(&output.stderr));
+    }
+}

@@ -5,8 +5,8 @@
 //
 // It waits for the page's load, finds the scatter's drawn pixels on its
 // canvas, clicks the topmost drawn point (the slowest request), reads the
-// trace panel, and clicks the first span with events for its detail. The
-// caller asserts on the results.
+// trace panel (its process and the timeline's labels too), and clicks the
+// first span with events for its detail. The caller asserts on the results.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,6 +46,8 @@ try {
   await page.screenshot({ path: path.join(outDir, 'loaded.png'), fullPage: true });
 
   result.empty = await page.evaluate(() => Boolean(document.getElementById('empty-state')));
+  result.stats = await page.$eval('#stats', (el) => el.textContent);
+  result.count = await page.evaluate(() => window.mtview.count === undefined ? null : window.mtview.count);
   if (!result.empty) {
     // The scatter canvas holds only points: any pixel with some opacity is one.
     const scan = await page.$eval('#scatter', (canvas) => {
@@ -78,6 +80,8 @@ try {
       result.selectedTrace = await page.$eval('#selected-trace', (el) => el.textContent);
       result.selectedDuration = await page.$eval('#selected-duration', (el) => el.textContent);
       result.selectedProperties = await page.$eval('#selected-properties', (el) => el.textContent);
+      result.selectedProcess = await page.$eval('#selected-process', (el) => el.textContent);
+      result.spanLabels = await page.$$eval('#timeline .span-label', (labels) => labels.map((label) => label.textContent));
       result.bars = await page.$$eval('#timeline .bar', (bars) => bars.length);
       result.visibleBars = await page.$$eval('#timeline .bar', (bars) =>
         bars.filter((bar) => bar.getBoundingClientRect().width >= 1).length);
