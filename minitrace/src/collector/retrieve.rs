@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::data::batch::Role;
 use crate::data::convert::{attach_events, convert, Emptied, Part};
@@ -51,9 +51,11 @@ pub(crate) enum Ask {
     /// Every trace held.
     All,
     /// A trace asked to be reported before its root was found, looked for
-    /// once more in the next cycle: its root may have ended (and been
-    /// thrown away) before the want reached the threads. Not counted.
-    Recheck(TraceId),
+    /// again in each cycle until its root is found or [`RECHECK_FOR`] has
+    /// passed since the ask: its root may have been judged on its thread
+    /// before the want reached it, and thrown away into the history a
+    /// moment later. Not counted.
+    Recheck(TraceId, Instant),
     /// How far back each thread's memory reaches.
     Retention,
     /// Forget everything held (the recorder was switched off).
@@ -145,14 +147,25 @@ fn enqueue(request: Request) -> bool {
     true
 }
 
-/// Traces awaited in the last cycle, to look for again (see [`Ask::Recheck`]).
-static RECHECK: Mutex<Vec<TraceId>> = Mutex::new(Vec::new());
+/// Traces awaited, to look for again until their deadline (see
+/// [`Ask::Recheck`]).
+static RECHECK: Mutex<Vec<(TraceId, Instant)>> = Mutex::new(Vec::new());
+
+/// How long an awaited trace is looked for in the histories, cycle after
+/// cycle: longer than a thread is plausibly held off the CPU between
+/// judging its root and keeping its parts (seen: over 200 µs under qemu).
+/// Each cycle with a recheck pending reads every history once.
+pub(crate) const RECHECK_FOR: Duration = Duration::from_secs(1);
 
 /// The requests waiting, taken by the collector at the start of a cycle.
 pub(crate) fn take_requests() -> Vec<Request> {
     let mut requests = std::mem::take(&mut *lock(&REQUESTS));
     let recheck = std::mem::take(&mut *lock(&RECHECK));
-    requests.extend(recheck.into_iter().map(|trace_id| Request { ask: Ask::Recheck(trace_id), reply: None }));
+    requests.extend(
+        recheck
+            .into_iter()
+            .map(|(trace_id, until)| Request { ask: Ask::Recheck(trace_id, until), reply: None }),
+    );
     requests
 }
 
@@ -185,7 +198,7 @@ impl Gathering {
         let mut gathering = Gathering::default();
         for request in &requests {
             match request.ask {
-                Ask::Trace(trace_id) | Ask::Report(trace_id) | Ask::Recheck(trace_id) => {
+                Ask::Trace(trace_id) | Ask::Report(trace_id) | Ask::Recheck(trace_id, _) => {
                     gathering.wanted.entry(trace_id).or_default();
                 }
                 Ask::Window(..) | Ask::All => gathering.everything = true,
@@ -257,9 +270,13 @@ impl Gathering {
         let mut found_at_last = Vec::new();
         for request in std::mem::take(&mut self.requests) {
             let answer = match request.ask {
-                Ask::Recheck(trace_id) => {
+                Ask::Recheck(trace_id, until) => {
                     let found = assembled.get(&trace_id).map(Vec::as_slice).unwrap_or_default();
-                    if found.iter().any(|(trace, _)| trace.rooted) {
+                    if !found.iter().any(|(trace, _)| trace.rooted) {
+                        if Instant::now() < until {
+                            lock(&RECHECK).push((trace_id, until));
+                        }
+                    } else {
                         let unreported: Vec<_> = found
                             .iter()
                             .filter(|(_, reported)| !reported)
@@ -280,7 +297,7 @@ impl Gathering {
                         // Its root has not ended here yet (or is gone):
                         // kept when it ends, reported whole then.
                         gate::want(trace_id, WANT_FOR);
-                        lock(&RECHECK).push(trace_id);
+                        lock(&RECHECK).push((trace_id, Instant::now() + RECHECK_FOR));
                         found = &[];
                     }
                     let counter = match found {
