@@ -46,7 +46,8 @@ const mtExplain = (() => {
   // `page`: { n, meta, begin, dur, durLog, kind, view(), dpr(), fit(canvas),
   // axes(overlay, plot, xTicks, yTicks, title), timeTicks(width), fmtDur(ns),
   // escapeHtml(text), readAttributes(b), blockCount, rowCount, rowsOf(i),
-  // isPart(row), processOfRow(row), processes, api }; see page.js. Adds
+  // isPart(row), processOfRow(row), processes, api, onBrush(mask, count)
+  // }; see page.js. Adds
   // its test hooks to `api` (window.mtview), and returns { draw }.
   function install(page) {
     const $ = (id) => document.getElementById(id);
@@ -205,6 +206,7 @@ const mtExplain = (() => {
         }
       }
       drawOperations();
+      page.onBrush(mask, selectedCount);
       return explain(mask, selectedCount);
     }
 

@@ -22,7 +22,7 @@
 //! let mut page = Vec::new();
 //! let stats = minitrace_view::render_page(Reader::new(&dump[..])?, "demo", &mut page)?;
 //! assert_eq!(stats.requests, 2_000);
-//! assert!(String::from_utf8(page)?.starts_with("<!DOCTYPE html>"));
+//! assert!(page.starts_with(b"<!DOCTYPE html>"));
 //!
 //! // The same requests for Perfetto, and the summary the CLI prints.
 //! let mut json = Vec::new();
@@ -48,6 +48,7 @@ use std::io::{self, Read, Write};
 
 use minitrace_flight::{FormatError, Reader, RecordedTrace};
 
+mod embed;
 mod page;
 mod perfetto;
 mod summary;

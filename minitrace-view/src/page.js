@@ -7,36 +7,9 @@
   const api = { ready: false };
   window.mtview = api;
 
-  function bytesOf(id) {
-    const text = $(id).textContent;
-    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
-    const binary = atob(text);
-    const out = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
-    return out;
-  }
+  const bytesOf = (id) => mtEmbed.bytes($(id).textContent);
 
-  function fmtDur(ns) {
-    if (ns < 1e3) return `${Math.round(ns)}ns`;
-    const [v, unit] = ns < 1e6 ? [ns / 1e3, 'µs'] : ns < 1e9 ? [ns / 1e6, 'ms'] : [ns / 1e9, 's'];
-    return `${v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)}${unit}`;
-  }
-
-  // Seconds since the dump's first request, with as many decimals as `step` (µs) needs.
-  function fmtSeconds(us, step) {
-    const decimals = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / 1e6))));
-    return `${(us / 1e6).toFixed(decimals)}s`;
-  }
-
-  function niceTicks(a, b, count) {
-    const raw = (b - a) / Math.max(1, count);
-    let step = Math.pow(10, Math.floor(Math.log10(raw)));
-    const err = raw / step;
-    step *= err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1;
-    const ticks = [];
-    for (let t = Math.ceil(a / step) * step; t <= b; t += step) ticks.push(t);
-    return { ticks, step };
-  }
+  const { fmtDur, fmtSeconds, niceTicks, escapeHtml } = mtFormat;
 
   const n = meta.count;
   const s = meta.summary;
@@ -92,9 +65,6 @@
   $('legend').innerHTML = meta.kinds.map((k) =>
     `<span><i style="background:${k.color}"></i>${escapeHtml(k.name)} (${k.count.toLocaleString('en')})</span>`).join('');
 
-  function escapeHtml(text) {
-    return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
-  }
 
   // The view: x in µs since the first request, y in µs or log10(µs).
   let logY = $('log-y').checked;
@@ -391,6 +361,12 @@
     if (attributeBlocks.has(b)) return attributeBlocks.get(b);
     return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b)));
   }
+  // A block's traces, as traces(b) gives them, without keeping them unless
+  // they were kept already: for a pass over many blocks.
+  function readTraces(b) {
+    if (blocks.has(b)) return blocks.get(b);
+    return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.decodeBlock(raw, blockSize(b)));
+  }
   function blockOf(row) {
     let lo = 0;
     let hi = blockCount - 1;
@@ -586,10 +562,15 @@
   });
 
   // The heatmap, the ranking of a brushed region's attributes, and the
-  // percentiles per operation: explain.js, on the same data and time axis.
+  // percentiles per operation: explain.js, on the same data and time axis;
+  // the critical path of the brushed requests by stage: critical.js.
+  const critical = mtCritical.install({
+    n, meta, blockCount, blockOf, readTraces, rowsOf, processOfRow, processes, fmtDur, escapeHtml, api,
+  });
   const explainer = mtExplain.install({
     n, meta, begin, dur, durLog, kind, view: () => view, dpr, fit, axes, timeTicks, fmtDur, escapeHtml,
     readAttributes, blockCount, rowCount, rowsOf, isPart: (row) => isPart[row] === 1, processOfRow, processes, api,
+    onBrush: critical.update,
   });
 
   api.view = () => ({ ...view });

@@ -16,9 +16,6 @@ use serde_json::Value;
 
 #[test]
 fn a_million_requests_load_draw_and_show_a_trace_on_click() {
-    if !browser_ready() {
-        return;
-    }
     let dir = support::scratch("browser-1m");
     let dump = dir.join("dump.mtf");
     let summary = support::synthetic_dump(&dump, 1_000_000);
@@ -30,6 +27,20 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
             .unwrap();
     eprintln!("page: {} MB in {:.1?}", stats.bytes / 1_000_000, started.elapsed());
     assert_eq!(stats.requests, 1_000_000);
+    // The page is its dump plus a stated overhead (page.rs, "Size"): the
+    // blocks nearly byte for byte, 13 bytes a request (each escaped byte
+    // written twice), the scripts and the per-stage raster.
+    let dump_bytes = std::fs::metadata(&dump).unwrap().len();
+    let bound = dump_bytes * 102 / 100 + 26 * stats.requests + (4 << 20);
+    println!(
+        "page {} bytes for a dump of {dump_bytes}: +{:.1} bytes a request (bound {bound})",
+        stats.bytes,
+        (stats.bytes as f64 - dump_bytes as f64) / stats.requests as f64
+    );
+    assert!(stats.bytes <= bound, "page {} bytes, dump {dump_bytes}, bound {bound}", stats.bytes);
+    if !browser_ready() {
+        return;
+    }
 
     let results = check(&page, &artifacts("one-million"));
     eprintln!("browser: {results}");
@@ -88,6 +99,15 @@ fn a_million_requests_load_draw_and_show_a_trace_on_click() {
     eprintln!("brush over the slowest: {brushed}");
     assert!(brushed["selected"].as_u64().unwrap() >= summary.slowest.len() as u64);
     assert_eq!(brushed["top"].as_array().unwrap().len(), 3);
+    // Their critical path, from the blocks that hold most of them: the
+    // blocked stage first (the synthetic population's slow ones wait for a
+    // lock in `store::get` / `store::put`).
+    let critical = &brushed["critical"];
+    println!("critical path of the slowest at 1 M: {} ms over {} blocks", critical["ms"], critical["blocks"]);
+    assert!(critical["selection"]["requests"].as_u64().unwrap() > 0, "{critical}");
+    assert!(critical["baseline"]["requests"].as_u64().unwrap() > 0, "{critical}");
+    let top = critical["top"][0].as_str().unwrap();
+    assert!(top.starts_with("store::"), "{critical}");
 }
 
 #[test]

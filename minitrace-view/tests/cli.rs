@@ -39,9 +39,9 @@ fn by_default_it_writes_the_page_beside_the_dump_and_prints_the_summary() {
     assert!(stdout.contains(&slowest), "the slowest request is listed: {stdout}");
     assert!(stdout.contains(&format!("page: {}", dir.join("service.html").display())), "{stdout}");
 
-    let page = std::fs::read_to_string(dir.join("service.html")).unwrap();
+    let page = text(&std::fs::read(dir.join("service.html")).unwrap());
     assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
-    assert!(page.contains("<title>service.mtf · minitrace flight dump</title>"));
+    assert!(page.contains("<title>service.mtf &middot; minitrace flight dump</title>"));
     // Self-contained: nothing is fetched from anywhere.
     assert!(!page.contains("http://") && !page.contains("https://") && !page.contains(" src="));
     assert_eq!(files(&dir), ["service.html", "service.mtf"]);
@@ -127,7 +127,7 @@ fn an_empty_dump_gives_an_empty_state_page_and_an_empty_trace() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).starts_with("0 requests, 0 spans\n"));
     assert!(text(&output.stderr).contains("holds no requests; the page says so"));
-    assert!(std::fs::read_to_string(&page).unwrap().contains("\"count\":0"));
+    assert!(text(&std::fs::read(&page).unwrap()).contains("\"count\":0"));
     let (trace, _) = perfetto(&dump, &[]);
     assert!(complete_events(&trace).is_empty());
 }
@@ -193,13 +193,13 @@ fn several_dumps_make_one_page_of_their_processes() {
     let output = view(&[&frontend, &backend, &"-o", &page]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("(1000 requests, "), "{}", text(&output.stdout));
-    let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("<title>frontend.mtf + backend.mtf · minitrace flight dump</title>"));
+    let html = text(&std::fs::read(&page).unwrap());
+    assert!(html.contains("<title>frontend.mtf + backend.mtf &middot; minitrace flight dump</title>"));
     assert!(html.contains(r#""rows":2000,"processes":["frontend","backend"]"#));
 
     let labelled = view(&[&frontend, &"--process", &"tidb", &backend, &"--process", &"tikv", &"-o", &page]);
     assert!(labelled.status.success(), "{}", text(&labelled.stderr));
-    assert!(std::fs::read_to_string(&page).unwrap().contains(r#""processes":["tidb","tikv"]"#));
+    assert!(text(&std::fs::read(&page).unwrap()).contains(r#""processes":["tidb","tikv"]"#));
 
     for (args, error) in [
         (vec![&frontend as &dyn AsRef<std::ffi::OsStr>, &backend], "name it with -o PAGE.html"),

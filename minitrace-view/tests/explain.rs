@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 
@@ -119,7 +120,8 @@ fn a_brush_over_the_slow_region_ranks_the_slow_shard_first() {
         clock += (-500_000.0 * random.unit().ln()) as u64;
         traces.push(request(&mut random, clock));
     }
-    let mut writer = Writer::new(BufWriter::new(File::create(&dump).unwrap()));
+    // Blocks of 500: the critical path reads several, and all of them here.
+    let mut writer = Writer::new(BufWriter::new(File::create(&dump).unwrap())).with_block_traces(500);
     for trace in &traces {
         writer.write(trace).unwrap();
     }
@@ -127,7 +129,8 @@ fn a_brush_over_the_slow_region_ranks_the_slow_shard_first() {
 
     let page = dir.join("page.html");
     let reader = Reader::new(File::open(&dump).unwrap()).unwrap();
-    let stats = minitrace_view::render_page(reader, "shard 7 is slow", File::create(&page).unwrap()).unwrap();
+    let stats = minitrace_view::render_page(reader, "shard 7 is slow — 10× µs", File::create(&page).unwrap())
+        .unwrap();
     assert_eq!(stats.requests as usize, REQUESTS);
     if !browser_ready() {
         return;
@@ -139,6 +142,8 @@ fn a_brush_over_the_slow_region_ranks_the_slow_shard_first() {
     eprintln!("browser: {results}");
     assert_eq!(results["errors"], Value::Array(vec![]), "no script error, no network request");
     assert!(results["heatmapPixels"].as_u64().unwrap() > 0);
+    // The page is windows-1252: its text outside ASCII is escaped, and reads back.
+    assert_eq!(results["title"], "shard 7 is slow — 10× µs · minitrace flight dump");
 
     let shard = |trace: &RecordedTrace| trace.root().unwrap().properties[0].1.to_string();
     let slow = traces.iter().filter(|trace| trace.duration_ns() as f64 >= threshold_ns).count();
@@ -198,4 +203,48 @@ fn a_brush_over_the_slow_region_ranks_the_slow_shard_first() {
         .map(|row| row.as_array().unwrap()[..6].iter().map(|c| c.as_str().unwrap()).collect())
         .collect();
     assert_eq!(shown, expected);
+
+    // Where the time went: after the drag, the stage the slow requests
+    // spend their extra time in heads the critical-path table.
+    let critical = results["critical"].as_array().unwrap();
+    assert_eq!(critical[0][0], "store", "{critical:?}");
+    assert!(results["criticalStatus"].as_str().unwrap().contains(" selected and "), "{results}");
+
+    // And exactly, for every request from the threshold up. The stages run
+    // one after another inside the root, so each is on the path whole and
+    // the root's name holds the rest.
+    let exact = &results["criticalExact"];
+    let mut sides: [(BTreeMap<String, f64>, usize, f64); 2] = Default::default();
+    for trace in &traces {
+        let side = &mut sides[usize::from((trace.duration_ns() as f64) < threshold_ns)];
+        let root = trace.root().unwrap();
+        let stages: u64 =
+            trace.spans.iter().filter(|span| span.span_id != root.span_id).map(|span| span.duration_ns).sum();
+        for span in &trace.spans {
+            let on_path =
+                if span.span_id == root.span_id { root.duration_ns - stages } else { span.duration_ns };
+            *side.0.entry(span.name.to_string()).or_default() += on_path as f64;
+        }
+        side.1 += 1;
+        side.2 += root.duration_ns as f64;
+    }
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    for (side, key) in sides.iter().zip(["selection", "baseline"]) {
+        assert_eq!(exact[key]["requests"].as_u64().unwrap() as usize, side.1, "{key}: {exact}");
+        assert!(
+            close(exact[key]["meanLatencyNs"].as_f64().unwrap(), side.2 / side.1 as f64),
+            "{key}: {exact}"
+        );
+    }
+    let stages = exact["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 5, "parse, store, reply, kv::get, kv::put: {exact}");
+    for stage in stages {
+        let name = stage["stage"].as_str().unwrap();
+        for (side, key) in sides.iter().zip(["selectionNs", "baselineNs"]) {
+            let expected = side.0.get(name).copied().unwrap_or(0.0) / side.1 as f64;
+            assert!(close(stage[key].as_f64().unwrap(), expected), "{name} {key}: {stage} vs {expected}");
+        }
+    }
+    assert_eq!(stages[0]["stage"], "store", "ranked by the difference: {exact}");
+    assert_eq!(exact["blocks"].as_u64(), Some(8), "a page this small is read whole: {exact}");
 }

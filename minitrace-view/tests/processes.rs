@@ -14,10 +14,9 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-use base64::Engine;
 use minitrace_flight::{EventRecord, Reader, RecordedTrace, SpanId, SpanRecord, TraceId, Writer};
 use serde_json::Value;
-use support::{artifacts, browser_ready, check, explain, scratch};
+use support::{artifacts, browser_ready, check, explain, page_element, page_script, scratch};
 
 const REQUESTS: u64 = 200;
 const FAST_NS: u64 = 1_000_000;
@@ -114,10 +113,6 @@ fn render(dumps: &[(&str, std::path::PathBuf)], page: &Path) -> minitrace_view::
 }
 
 /// The text of the page's element `id`.
-fn element<'a>(html: &'a str, id: &str) -> &'a str {
-    let at = html.find(&format!("id=\"{id}\">")).unwrap() + id.len() + 6;
-    &html[at..at + html[at..].find("</script>").unwrap()]
-}
 
 #[test]
 fn the_page_joins_the_processes_requests_by_trace_id() {
@@ -128,8 +123,8 @@ fn the_page_joins_the_processes_requests_by_trace_id() {
     assert_eq!(stats.requests, REQUESTS);
     assert_eq!(stats.spans, REQUESTS * 2 + 100 * 2);
 
-    let html = std::fs::read_to_string(&page).unwrap();
-    let meta: Value = serde_json::from_str(element(&html, "meta")).unwrap();
+    let html = std::fs::read(&page).unwrap();
+    let meta: Value = serde_json::from_slice(page_script(&html, "meta")).unwrap();
     assert_eq!(meta["count"], REQUESTS);
     assert_eq!(meta["rows"], REQUESTS + 100);
     assert_eq!(meta["processes"], serde_json::json!(["backend", "frontend"]));
@@ -144,7 +139,7 @@ fn the_page_joins_the_processes_requests_by_trace_id() {
     // The joins: each backend row (rows 0..100, its dump first) is a part
     // of the frontend request of its trace id. Requests are numbered by
     // their entry rows, the frontend's 100..300, so request k is trace k.
-    let parts = base64::engine::general_purpose::STANDARD.decode(element(&html, "d-parts")).unwrap();
+    let parts = page_element(&html, "d-parts");
     let pairs: Vec<(u32, u32)> = parts
         .chunks_exact(8)
         .map(|pair| {
@@ -158,8 +153,8 @@ fn the_page_joins_the_processes_requests_by_trace_id() {
     // One dump alone joins nothing, and its page is as before.
     let alone = render(&dumps[1..], &dir.join("frontend.html"));
     assert_eq!(alone.requests, REQUESTS);
-    let html = std::fs::read_to_string(dir.join("frontend.html")).unwrap();
-    assert_eq!(element(&html, "d-parts"), "");
+    let html = std::fs::read(dir.join("frontend.html")).unwrap();
+    assert_eq!(page_element(&html, "d-parts"), b"");
 }
 
 #[test]
@@ -225,4 +220,32 @@ fn a_joined_request_shows_both_processes_in_the_browser() {
     assert_eq!(processes, [["backend", "100.0%", "0.0%"], ["frontend", "100.0%", "100.0%"]], "{ranking:?}");
     // Ties (the backend's spans and thread) go to the label first in order.
     assert_eq!(row(0)[..2], ["process", "backend"], "{ranking:?}");
+
+    // Where their time went, across both processes: a slow request's 10 ms
+    // are the frontend root's 2 (10 - dispatch's 8), dispatch's 2 (8 - the
+    // backend root's 6), the backend root's 1 (6 - storage's 5) and the
+    // backend's storage read's 5; a fast one's 1 ms, the root's 0.2 and
+    // dispatch's 0.8.
+    let exact = &explained["criticalExact"];
+    assert_eq!(exact["selection"]["requests"], 100, "{exact}");
+    assert_eq!(exact["baseline"]["requests"], 100, "{exact}");
+    let stages: Vec<(String, f64, f64)> = exact["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|stage| {
+            let ms = |key: &str| (stage[key].as_f64().unwrap() / 1e3).round() / 1e3;
+            (stage["stage"].as_str().unwrap().to_string(), ms("selectionNs"), ms("baselineNs"))
+        })
+        .collect();
+    let expected = [
+        ("storage::read (backend)", 5.0, 0.0),
+        ("frontend::query (frontend)", 2.0, 0.2),
+        ("dispatch (frontend)", 2.0, 0.8),
+        ("backend::handle (backend)", 1.0, 0.0),
+    ];
+    let expected: Vec<(String, f64, f64)> =
+        expected.iter().map(|(s, a, b)| (s.to_string(), *a, *b)).collect();
+    assert_eq!(stages, expected, "{exact}");
+    assert_eq!(explained["critical"][0][0], "storage::read (backend)", "{explained}");
 }

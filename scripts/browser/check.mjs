@@ -127,8 +127,13 @@ try {
     result.slowerThan10ms = await page.evaluate(async () => {
       const started = performance.now();
       const explained = await window.mtview.brush({ t0: -1e18, t1: 1e18, d0: 10_000, d1: 1e18 });
-      return { selected: explained.selected, top: explained.rows.slice(0, 3).map((row) => row.label),
-        ms: Math.round(performance.now() - started) };
+      const ms = Math.round(performance.now() - started);
+      // The critical path of the same selection, by stage.
+      while (window.mtview.criticalPath === null) await new Promise((resolve) => setTimeout(resolve, 20));
+      const critical = window.mtview.criticalPath;
+      return { selected: explained.selected, top: explained.rows.slice(0, 3).map((row) => row.label), ms,
+        critical: { selection: critical.selection, baseline: critical.baseline, blocks: critical.blocks,
+          top: critical.stages.slice(0, 3).map((row) => row.stage), ms: Math.round(performance.now() - started) } };
     });
 
     // A wheel turn over the scatter zooms both axes in. (The span's click

@@ -7,8 +7,10 @@
 // It waits for the page's load, counts the heatmap's drawn pixels, drags
 // the mouse over the heatmap from its left edge to its right, from the
 // latency MIN_US (µs) to the top, waits for the ranking of the region's
-// attributes, and reads it and the table of latency by operation. The
-// caller asserts on the results.
+// attributes, and reads it, the table of latency by operation and the
+// critical path by stage; then brushes every request from MIN_US up through
+// the page's hook and reads that critical path as numbers. The caller
+// asserts on the results.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,6 +46,7 @@ try {
   await page.goto(`file://${path.resolve(pagePath)}`, { waitUntil: 'load', timeout: 120_000 });
   await page.waitForFunction(() => window.mtview && window.mtview.ready === true, null, { timeout: 120_000 });
 
+  result.title = await page.title();
   result.heatmapPixels = await page.$eval('#heatmap', (canvas) => {
     const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
     let drawn = 0;
@@ -73,7 +76,19 @@ try {
   result.operations = await page.$$eval('#operations tbody tr', (rows) =>
     rows.map((row) => Array.from(row.cells, (cell) => cell.textContent)));
   result.operationHeads = await page.$$eval('#operations thead th', (cells) => cells.map((cell) => cell.textContent));
+  // The critical path of the dragged selection, by stage, as shown.
+  await page.waitForFunction(() => window.mtview.criticalPath !== null, null, { timeout: 120_000 });
+  result.criticalMs = Date.now() - started;
+  result.criticalStatus = await page.$eval('#critical-status', (el) => el.textContent);
+  result.critical = await page.$$eval('#critical-table tbody tr', (rows) =>
+    rows.map((row) => Array.from(row.cells, (cell) => cell.textContent)));
   await page.screenshot({ path: path.join(outDir, 'explained.png'), fullPage: true });
+  // The same for an exact region, every request from MIN_US up, as numbers.
+  result.criticalExact = await page.evaluate(async (min) => {
+    await window.mtview.brush({ t0: -1e18, t1: 1e18, d0: min, d1: 1e18 });
+    while (window.mtview.criticalPath === null) await new Promise((resolve) => setTimeout(resolve, 20));
+    return window.mtview.criticalPath;
+  }, Number(minUs));
 } catch (error) {
   result.errors.push(`explain: ${error.message}`);
 } finally {

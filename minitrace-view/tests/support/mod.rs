@@ -93,3 +93,23 @@ pub fn artifacts(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The content of `<script>` element `id` of a page, as written.
+#[allow(dead_code)] // not every test binary reads a page's elements
+pub fn page_script<'a>(html: &'a [u8], id: &str) -> &'a [u8] {
+    let open = format!("id=\"{id}\">");
+    let at = html.windows(open.len()).position(|w| w == open.as_bytes()).unwrap() + open.len();
+    &html[at..at + html[at..].windows(9).position(|w| w == b"</script>").unwrap()]
+}
+
+/// The bytes of data element `id` of a page (windows-1252 text, see
+/// page.rs's `data_element`), its escapes undone.
+#[allow(dead_code)] // not every test binary reads a page's elements
+pub fn page_element(html: &[u8], id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut bytes = page_script(html, id).iter();
+    while let Some(&byte) = bytes.next() {
+        out.push(if byte == b'=' { bytes.next().unwrap() ^ 0x40 } else { byte });
+    }
+    out
+}
