@@ -374,6 +374,13 @@ fn trace() {
         let first: Vec<&str> =
             results["ranking"][0].as_array().unwrap().iter().map(|cell| cell.as_str().unwrap()).collect();
         assert_eq!(first[..2], ["property", "shard=7"], "{results}");
+        // Where the selection's time went: the planted stage (`parse`, some
+        // 80 times the work for shard 7) among the two stages that add the
+        // most, the other being `store` for the requests a compact blocked.
+        eprintln!("critical path of the slow: {}", results["critical"]);
+        let stages: Vec<&str> =
+            results["critical"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+        assert!(stages[..2].contains(&"parse"), "{stages:?}");
     }
 }
 
