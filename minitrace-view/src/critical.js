@@ -16,14 +16,14 @@
 // process): the time on the path of all its spans in the request.
 //
 // The selection and its baseline. Decoding every span of a million
-// requests takes tens of seconds, so the page decodes whole blocks of the
-// dump, those with the most selected requests first, until about
-// SPAN_BUDGET spans are decoded; the selection is the selected requests in
-// those blocks, and the baseline every other request in them, from the same
-// stretches of time. The table says how many of each it read; a page of up
-// to that many spans reads all of them.
+// requests would take tens of seconds, so at most SIDE requests of each
+// side are read: every selected one (every k-th past SIDE), and as the
+// baseline the other requests of the blocks that hold the most selected
+// ones, from the same stretches of time. Only those requests' traces are
+// decoded; the rest of each block is read past. The status line says how
+// many of each it read.
 const mtCritical = (() => {
-  const SPAN_BUDGET = 600000;
+  const SIDE = 20000; // requests read at most of each side
   const SHOWN = 12; // stages shown, by how much more time the selection spends in them
 
   // Adds request `spans`' critical path, from the span at `root`, to
@@ -63,7 +63,7 @@ const mtCritical = (() => {
     }
   }
 
-  // `page`: { n, dur, meta, blockCount, blockOf, readTraces(b), rowsOf,
+  // `page`: { n, meta, blockCount, blockOf, readTraces(b, wanted), rowsOf,
   // processOfRow, processes, fmtDur, escapeHtml, api }; see page.js.
   // Returns { update(mask, count) }.
   function install(page) {
@@ -80,55 +80,51 @@ const mtCritical = (() => {
     // per request on the path, ranked by the difference) }.
     api.criticalPath = null;
 
-    // The blocks to decode for `mask`: most selected entries first.
-    function chooseBlocks(mask) {
+    // The requests to read for `mask`: the selected ones (every k-th past
+    // SIDE), and as many others from the blocks that hold the most of them.
+    function choose(mask) {
+      const entryBlock = new Uint32Array(n);
       const selectedIn = new Uint32Array(page.blockCount);
-      const requestsIn = new Uint32Array(page.blockCount);
-      const blockOfRequest = new Uint32Array(n);
+      const selected = [];
       for (let i = 0; i < n; i++) {
-        const b = page.blockOf(page.rowsOf(i)[0]);
-        blockOfRequest[i] = b;
-        requestsIn[b]++;
-        if (mask[i]) selectedIn[b]++;
+        entryBlock[i] = page.blockOf(page.rowsOf(i)[0]);
+        if (mask[i]) selected.push(i);
       }
-      const spansPerRow = meta.spans / Math.max(1, meta.rows);
-      const order = [...selectedIn.keys()].filter((b) => selectedIn[b] > 0)
-        .sort((a, b) => selectedIn[b] - selectedIn[a] || a - b);
-      const chosen = new Uint8Array(page.blockCount);
-      let spans = 0;
-      for (const b of order) {
-        if (spans > 0 && spans + requestsIn[b] * spansPerRow > SPAN_BUDGET) break;
-        chosen[b] = 1;
-        spans += requestsIn[b] * spansPerRow;
-      }
-      return { chosen, blockOfRequest };
+      const step = Math.ceil(selected.length / SIDE);
+      const chosen = step > 1 ? selected.filter((_, k) => k % step === 0) : selected;
+      for (const i of chosen) selectedIn[entryBlock[i]]++;
+      const rank = new Int32Array(page.blockCount).fill(-1);
+      [...selectedIn.keys()].filter((b) => selectedIn[b] > 0)
+        .sort((a, b) => selectedIn[b] - selectedIn[a] || a - b).forEach((b, k) => { rank[b] = k; });
+      const others = [];
+      for (let i = 0; i < n; i++) if (!mask[i] && rank[entryBlock[i]] >= 0) others.push(i);
+      others.sort((a, b) => rank[entryBlock[a]] - rank[entryBlock[b]] || a - b);
+      return { chosen, step, others: others.slice(0, SIDE) };
     }
 
     // Each side's stages (Map of stage → total ns), requests and latency.
     async function measure(mask, mine) {
-      const { chosen, blockOfRequest } = chooseBlocks(mask);
-      const wanted = [];
+      const { chosen, step, others } = choose(mask);
+      const wanted = [...chosen, ...others];
       const rowsByBlock = new Map();
-      for (let i = 0; i < n; i++) {
-        if (!chosen[blockOfRequest[i]]) continue;
-        wanted.push(i);
+      for (const i of wanted) {
         for (const row of page.rowsOf(i)) {
           const b = page.blockOf(row);
-          if (!rowsByBlock.has(b)) rowsByBlock.set(b, []);
-          rowsByBlock.get(b).push(row);
+          if (!rowsByBlock.has(b)) rowsByBlock.set(b, new Set());
+          rowsByBlock.get(b).add(row - meta.blockStarts[b]);
         }
       }
       // Decoded a block at a time, keeping only the rows wanted.
       const spansOfRow = new Map();
       let done = 0;
-      for (const [b, rows] of rowsByBlock) {
-        const traces = await page.readTraces(b);
+      for (const [b, places] of rowsByBlock) {
+        const traces = await page.readTraces(b, (t) => places.has(t));
         if (mine !== generation) return null;
         const first = meta.blockStarts[b];
         const process = page.processOfRow(first);
-        for (const row of rows) {
-          const trace = traces[row - first];
-          spansOfRow.set(row, { trace, spans: trace.spans.map((span) => ({ ...span, process })) });
+        for (const t of places) {
+          const trace = traces[t];
+          spansOfRow.set(first + t, { trace, spans: trace.spans.map((span) => ({ ...span, process })) });
         }
         done++;
         status.textContent = `Reading the spans of the selection and its neighbours: block ${done} of ${rowsByBlock.size}…`;
@@ -150,7 +146,7 @@ const mtCritical = (() => {
         side.requests++;
         side.latencyNs += Number(entry.spans[entry.trace.root].durationNs);
       }
-      return { sides, blocks: rowsByBlock.size };
+      return { sides, blocks: rowsByBlock.size, step };
     }
 
     async function update(mask, count) {
@@ -179,7 +175,8 @@ const mtCritical = (() => {
       const summary = (side) => ({ requests: side.requests, meanLatencyNs: side.requests > 0 ? side.latencyNs / side.requests : 0 });
       api.criticalPath = { selection: summary(selection), baseline: summary(baseline), blocks: measured.blocks, stages };
       status.textContent = `Mean time per request on the critical path, by stage: ${selection.requests.toLocaleString('en')} ` +
-        `selected and ${baseline.requests.toLocaleString('en')} other requests, from ${measured.blocks} of ` +
+        `selected${measured.step > 1 ? ` (every ${measured.step.toLocaleString('en')}th)` : ''} and ` +
+        `${baseline.requests.toLocaleString('en')} other requests, from ${measured.blocks} of ` +
         `${page.blockCount} blocks of the dump.`;
       const share = (ns, side) => (side.requests > 0 && side.latencyNs > 0 ? ns / (side.latencyNs / side.requests) : 0);
       const pct = (x) => `${(x * 100).toFixed(1)}%`;

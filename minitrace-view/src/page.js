@@ -361,11 +361,12 @@
     if (attributeBlocks.has(b)) return attributeBlocks.get(b);
     return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.attributes(raw, blockSize(b)));
   }
-  // A block's traces, as traces(b) gives them, without keeping them unless
-  // they were kept already: for a pass over many blocks.
-  function readTraces(b) {
+  // A block's traces, as traces(b) gives them (with `wanted`, only those
+  // at the places t for which wanted(t) holds, null elsewhere), without
+  // keeping them unless they were kept already: for a pass over many blocks.
+  function readTraces(b, wanted) {
     if (blocks.has(b)) return blocks.get(b);
-    return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.decodeBlock(raw, blockSize(b)));
+    return mtfDecode.inflate(bytesOf('b' + b)).then((raw) => mtfDecode.decodeBlock(raw, blockSize(b), wanted));
   }
   function blockOf(row) {
     let lo = 0;
