@@ -12,9 +12,11 @@
 //! root took 10 µs or more.
 //!
 //! The same request mix runs untraced (`minitrace::set_enabled(false)`),
-//! traced, and traced with the flight recorder (8 MiB per thread), in
-//! interleaved rounds so that the machine's noise hits all three alike;
-//! the median round of each gives the cost of tracing. The run then prints
+//! untraced with the 8 clock reads a request's spans would make (the floor
+//! of any tracer that times each step), traced, and traced with the flight
+//! recorder (8 MiB per thread), in interleaved rounds so that the machine's
+//! noise hits all four alike; the median round of each gives the cost of
+//! tracing. The run then prints
 //! the slow requests of the last round, what overlapped a slow `compact`
 //! (from the recorder), and writes the recorder's requests as a dump, its
 //! summary, and a page (`target/trace-example/requests.html`) that plots
@@ -58,19 +60,33 @@ type Store = Arc<Vec<Mutex<HashMap<u64, u64>>>>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Untraced,
+    /// Untraced, with the clock reads tracing makes (8 a request): the
+    /// floor of any tracer that times each step.
+    ClockReads,
     Traced,
     Recorded,
 }
 
 impl Mode {
-    const ALL: [Mode; 3] = [Mode::Untraced, Mode::Traced, Mode::Recorded];
+    const ALL: [Mode; 4] = [Mode::Untraced, Mode::ClockReads, Mode::Traced, Mode::Recorded];
 
     fn label(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
+            Mode::ClockReads => "clock reads only",
             Mode::Traced => "traced",
             Mode::Recorded => "traced + recorder",
         }
+    }
+}
+
+/// In [`Mode::ClockReads`], a clock read where tracing makes one, of the
+/// kind it makes there (local spans and a root ending on its own thread
+/// take the unordered reading).
+#[inline(always)]
+fn tick(clock_reads: bool) {
+    if clock_reads {
+        std::hint::black_box(minstant::Instant::now_unordered());
     }
 }
 
@@ -95,7 +111,14 @@ enum Request {
 
 /// One request: a root with its operation, key and shard, over three
 /// steps (`#[trace]` fns: a local span each). Returns the value read.
-fn handle(store: &Store, shards: &[&'static str], request: Request, context: SpanContext) -> u64 {
+/// `clock_reads`: read the clock where the root and steps would.
+fn handle(
+    store: &Store,
+    shards: &[&'static str],
+    request: Request,
+    context: SpanContext,
+    clock_reads: bool,
+) -> u64 {
     let (name, key) = match request {
         Request::Get(key) => ("kv::get", key),
         Request::Put(key) => ("kv::put", key),
@@ -106,13 +129,22 @@ fn handle(store: &Store, shards: &[&'static str], request: Request, context: Spa
         [("key", std::borrow::Cow::Owned(key.to_string())), ("shard", shards[shard as usize].into())]
     });
     let _guard = root.set_local_parent();
+    tick(clock_reads);
+    tick(clock_reads);
     parse(shard);
+    tick(clock_reads);
+    tick(clock_reads);
     let value = match request {
         Request::Get(key) => read(store, key),
         Request::Put(key) => write(store, key),
         Request::Compact => compact(store),
     };
-    encode(value)
+    tick(clock_reads);
+    tick(clock_reads);
+    let value = encode(value);
+    tick(clock_reads);
+    tick(clock_reads);
+    value
 }
 
 #[trace(short_name = true)]
@@ -158,6 +190,7 @@ fn serve(
     worker: u64,
     seed: u64,
     watch: Option<Sender<TraceId>>,
+    clock_reads: bool,
 ) -> u64 {
     let requests = REQUESTS_PER_ROUND / WORKERS;
     let mut random = Random(seed);
@@ -175,7 +208,7 @@ fn serve(
         };
         let compact = matches!(request, Request::Compact);
         let context = SpanContext::random();
-        checksum = checksum.wrapping_add(handle(store, shards, request, context) & !1);
+        checksum = checksum.wrapping_add(handle(store, shards, request, context, clock_reads) & !1);
         if let Some(watch) = watch.as_ref().filter(|_| compact) {
             watch.send(context.trace_id).unwrap();
         }
@@ -236,7 +269,7 @@ fn main() {
     // Two workers for the whole run (the recorder's memory is per thread):
     // each round, each serves half the requests.
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<u64>();
-    type Round = (u64, Option<Sender<TraceId>>);
+    type Round = (u64, Option<Sender<TraceId>>, bool);
     let workers: Vec<Sender<Round>> = (0..WORKERS)
         .map(|worker| {
             let (tx, rx): (Sender<Round>, Receiver<Round>) = crossbeam_channel::unbounded();
@@ -244,8 +277,9 @@ fn main() {
             std::thread::Builder::new()
                 .name(format!("worker-{worker}"))
                 .spawn(move || {
-                    for (round, watch) in rx {
-                        done.send(serve(&store, shards, worker, round * 31 + worker, watch)).unwrap();
+                    for (round, watch, clock_reads) in rx {
+                        let seed = round * 31 + worker;
+                        done.send(serve(&store, shards, worker, seed, watch, clock_reads)).unwrap();
                     }
                 })
                 .unwrap();
@@ -253,21 +287,21 @@ fn main() {
         })
         .collect();
 
-    // Rounds interleave the modes, rotated so that each runs first, second
-    // and third alike.
+    // Rounds interleave the modes, rotated so that each runs in every
+    // place alike.
     let mut rates: HashMap<&str, Vec<f64>> = HashMap::new();
     let mut checksums: HashMap<&str, u64> = HashMap::new();
     let started = Instant::now();
     for round in 0..ROUNDS {
-        for k in 0..3 {
-            let mode = Mode::ALL[(k + round) % 3];
-            minitrace::set_enabled(mode != Mode::Untraced);
+        for k in 0..Mode::ALL.len() {
+            let mode = Mode::ALL[(k + round) % Mode::ALL.len()];
+            minitrace::set_enabled(matches!(mode, Mode::Traced | Mode::Recorded));
             if mode == Mode::Recorded {
                 FlightRecorder::new().bytes_per_thread(8 << 20).enable();
             }
             let begin = Instant::now();
             for worker in &workers {
-                worker.send((round as u64, None)).unwrap();
+                worker.send((round as u64, None, mode == Mode::ClockReads)).unwrap();
             }
             let checksum = (0..WORKERS).map(|_| done_rx.recv().unwrap()).fold(0, u64::wrapping_add);
             let elapsed = begin.elapsed();
@@ -302,7 +336,7 @@ fn main() {
         windows
     });
     for worker in &workers {
-        worker.send((ROUNDS as u64, Some(watch.clone()))).unwrap();
+        worker.send((ROUNDS as u64, Some(watch.clone()), false)).unwrap();
     }
     drop(watch);
     for _ in 0..WORKERS {
@@ -317,7 +351,8 @@ fn main() {
         rates.sort_by(f64::total_cmp);
         rates[rates.len() / 2]
     };
-    let (untraced, traced, recorded) = (median(Mode::Untraced), median(Mode::Traced), median(Mode::Recorded));
+    let (untraced, clock_reads) = (median(Mode::Untraced), median(Mode::ClockReads));
+    let (traced, recorded) = (median(Mode::Traced), median(Mode::Recorded));
     let same = checksums.values().all(|checksum| *checksum == checksums["untraced"]);
     println!(
         "the main job: a key-value service on {WORKERS} worker threads; {} requests per mode \
@@ -331,7 +366,12 @@ fn main() {
         checksums["untraced"]
     );
     println!("throughput, median of {ROUNDS} rounds:");
-    for (mode, rate) in [(Mode::Untraced, untraced), (Mode::Traced, traced), (Mode::Recorded, recorded)] {
+    for (mode, rate) in [
+        (Mode::Untraced, untraced),
+        (Mode::ClockReads, clock_reads),
+        (Mode::Traced, traced),
+        (Mode::Recorded, recorded),
+    ] {
         let rounds: Vec<String> = rates[mode.label()].iter().map(|r| format!("{:.0}", r / 1e3)).collect();
         println!(
             "  {:<18} {:>9} requests/s  (rounds, k/s: {})",
@@ -342,14 +382,20 @@ fn main() {
     }
     // The cost: the extra time per request, untraced / traced − 1.
     let cost = |rate: f64| (untraced / rate - 1.0) * 100.0;
-    println!("tracing cost: {:+.1} % (recorder: {:+.1} %); seed target 5 %", cost(traced), cost(recorded));
+    println!(
+        "tracing cost: {:+.1} % (recorder: {:+.1} %); seed target 5 %; its floor, the clock reads alone: {:+.1} %",
+        cost(traced),
+        cost(recorded),
+        cost(clock_reads)
+    );
     // The same in time: each worker's share of a request.
     let per_request = |rate: f64| WORKERS as f64 / rate * 1e9;
     println!(
-        "per request, of a core: {} untraced; tracing adds {} ns, with the recorder {} ns",
+        "per request, of a core: {} untraced; tracing adds {} ns, with the recorder {} ns; 8 clock reads {} ns",
         micros(per_request(untraced) as u64),
         (per_request(traced) - per_request(untraced)).round(),
-        (per_request(recorded) - per_request(untraced)).round()
+        (per_request(recorded) - per_request(untraced)).round(),
+        (per_request(clock_reads) - per_request(untraced)).round()
     );
 
     show_slow_requests(&slow_roots.lock().unwrap());
