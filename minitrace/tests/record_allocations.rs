@@ -1,5 +1,6 @@
 //! No allocation per span on the way from a traced thread to the
-//! reporter, once the process runs steadily: requests of a
+//! reporter, and none at all for a request thrown away where it ends,
+//! once the process runs steadily: requests of a
 //! root and 9 local spans with 2 properties each (issue 35's workload),
 //! reported to a reporter that reads every property. Allocations are
 //! counted apart on the traced thread and on every other thread (the
@@ -9,6 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use minitrace::collector::{Config, Reporter, SpanRecord};
 use minitrace::local::LocalSpan;
@@ -119,4 +121,27 @@ fn recording_and_collecting_allocate_nothing_per_span_once_warm() {
     let per_request = REQUESTS + REQUESTS / 100;
     assert!(traced < per_request, "traced thread: {traced} allocations for {REQUESTS} requests");
     assert!(elsewhere < REQUESTS / 100, "elsewhere: {elsewhere} allocations for {REQUESTS} requests");
+
+    // Thrown away where they end (faster than the threshold), the same
+    // requests allocate nothing at all once warm: the root's box and every
+    // property list go back to the thread's caches, not to the allocator.
+    minitrace::set_reporter(
+        Reading(received.clone()),
+        Config::default().report_slow_traces_only(Duration::from_secs(3600)),
+    );
+    for _ in 0..1_000 {
+        request();
+    }
+    let (traced, before) = (TRACED.load(Ordering::Relaxed), received.load(Ordering::Relaxed));
+    for _ in 0..REQUESTS {
+        request();
+    }
+    minitrace::flush();
+    let traced = TRACED.load(Ordering::Relaxed) - traced;
+    eprintln!("allocations over {REQUESTS} requests thrown away: traced thread {traced}");
+    assert_eq!(received.load(Ordering::Relaxed), before, "nothing reported");
+    assert!(
+        traced < REQUESTS / 100,
+        "traced thread: {traced} allocations for {REQUESTS} requests thrown away"
+    );
 }

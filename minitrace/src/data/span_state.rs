@@ -6,6 +6,7 @@
 //! crosses between cores (PERFORMANCE.md, "One cache line per span").
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +50,13 @@ pub(crate) struct Extra {
     more_targets: Vec<Target>,
     /// Events added through `&Span`.
     events: Mutex<Vec<RawSpan>>,
+}
+
+thread_local! {
+    /// An emptied box of rare fields, from a span thrown away on this
+    /// thread, for the next span given properties here: a request's root
+    /// with properties then allocates nothing.
+    static SPARE_EXTRA: Cell<Option<Box<Extra>>> = const { Cell::new(None) };
 }
 
 /// The bytes of a `&'static str`, as a thin pointer: its length is kept
@@ -174,13 +182,30 @@ impl SpanState {
         }
     }
 
+    /// The span's properties, as the list that holds them, the rest
+    /// dropped: for a span thrown away on its thread, whose list goes back
+    /// to the thread's cache instead of being freed. A box of rare fields
+    /// that held nothing else is kept for this thread's next span.
+    pub(crate) fn into_properties(mut self) -> Option<PropertyList> {
+        let mut extra = self.extra.take()?;
+        let properties = extra.properties.take();
+        let events = extra.events.get_mut().map_or(1, |events| events.len());
+        if extra.name.is_none() && extra.more_targets.is_empty() && events == 0 {
+            let _ = SPARE_EXTRA.try_with(|spare| spare.set(Some(extra)));
+        }
+        properties
+    }
+
     /// The first list moves in as it is; a later one's properties are
     /// appended, and that list, emptied, is handed back for reuse.
     pub(crate) fn add_properties(&mut self, mut list: PropertyList) -> Option<PropertyList> {
         if list.is_empty() {
             return Some(list);
         }
-        match &mut self.extra.get_mut_or_default().properties {
+        let extra = self
+            .extra
+            .get_mut_or_insert_with(|| SPARE_EXTRA.try_with(Cell::take).ok().flatten().unwrap_or_default());
+        match &mut extra.properties {
             Some(existing) => {
                 existing.append(&mut list);
                 Some(list)

@@ -4,7 +4,8 @@
 //! faster than `report_slow_traces_only`'s threshold), it stays where it
 //! lies: with the flight recorder on, its parts move into the thread's
 //! history (`transport::history`), as they were recorded, to be retrieved
-//! after the fact; off, its buffers go back to the thread's pool. Its spans
+//! after the fact; off, its buffers and property lists go back to the
+//! thread's caches. Its spans
 //! are counted in the thread's own counter; no message, no shared
 //! read-modify-write. Only a trace with parts that may already be on their
 //! way to the collector (see `data::escape`) sends its root, marked
@@ -19,7 +20,7 @@ use crate::local::parked;
 use crate::local::stack;
 use crate::transport::history::{self, Kept};
 use crate::transport::message::{EndedSpan, Message};
-use crate::transport::{gate, queue, span_buffers, stats};
+use crate::transport::{gate, property_lists, queue, span_buffers, stats};
 
 /// Ends `root`, a root (cancelled or not) started on this thread.
 #[inline]
@@ -58,7 +59,9 @@ pub(crate) fn end_root_here(mut root: SpanState) {
         return queue::keep(batch.into_iter().chain([root]), limit);
     } else {
         thrown_away += 1;
-        drop(root);
+        if let Some(list) = root.into_properties() {
+            property_lists::give_back_locally(list);
+        }
     }
     match waiting {
         // This thread's part of an escaped trace: kept for the recorder.

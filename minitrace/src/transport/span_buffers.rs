@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::data::raw_span::RawSpan;
+use crate::transport::property_lists;
 
 /// Span slots (64 bytes each) the shared pool keeps in all: 4 MiB. Buffers
 /// beyond that are freed.
@@ -67,8 +68,14 @@ fn refill(cache: &mut Vec<Vec<RawSpan>>) {
     }
 }
 
-/// Keeps an emptied buffer on this thread for its next line.
+/// Keeps an emptied buffer on this thread for its next line, and the
+/// property lists of its spans for their next properties.
 pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
+    for span in &mut buffer {
+        if let Some(list) = span.properties.take() {
+            property_lists::give_back_locally(list);
+        }
+    }
     if !usual_size(buffer.capacity()) {
         return;
     }

@@ -40,6 +40,20 @@ impl<T> LazyBox<T> {
     }
 }
 
+impl<T> LazyBox<T> {
+    /// The value, put in from `make` if there was none, through an
+    /// exclusive borrow (no atomic operation).
+    pub(crate) fn get_mut_or_insert_with(&mut self, make: impl FnOnce() -> Box<T>) -> &mut T {
+        let slot = self.ptr.get_mut();
+        if slot.is_null() {
+            *slot = Box::into_raw(make());
+        }
+        // SAFETY: the pointer is non-null, so it came from `Box::into_raw`;
+        // `&mut self` makes this the only borrow of the value.
+        unsafe { &mut **slot }
+    }
+}
+
 impl<T: Default> LazyBox<T> {
     /// The value, created if it was not.
     pub(crate) fn get_or_default(&self) -> &T {
@@ -65,13 +79,7 @@ impl<T: Default> LazyBox<T> {
     /// The value, created if it was not, through an exclusive borrow (no
     /// atomic operation).
     pub(crate) fn get_mut_or_default(&mut self) -> &mut T {
-        let slot = self.ptr.get_mut();
-        if slot.is_null() {
-            *slot = Box::into_raw(Box::<T>::default());
-        }
-        // SAFETY: the pointer is non-null, so it came from `Box::into_raw`;
-        // `&mut self` makes this the only borrow of the value.
-        unsafe { &mut **slot }
+        self.get_mut_or_insert_with(Box::default)
     }
 }
 
