@@ -225,9 +225,10 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let metadata = attrs.metadata();
-        let span = if attrs.is_contextual() {
+        // The new span's data, when it was looked up already.
+        let (span, new) = if attrs.is_contextual() {
             // Outside a trace, this thread-local read is all the layer costs.
-            Span::enter_with_local_parent(metadata.name())
+            (Span::enter_with_local_parent(metadata.name()), None)
         } else if attrs.is_root() {
             return;
         } else {
@@ -236,10 +237,11 @@ where
             let Some(new) = ctx.span(id) else { return };
             let Some(parent) = new.scope().skip(1).find(is_recorded) else { return };
             let extensions = parent.extensions();
-            match extensions.get::<Recorded>() {
+            let span = match extensions.get::<Recorded>() {
                 Some(Recorded(parent)) => Span::enter_with_parent(metadata.name(), parent),
                 None => return,
-            }
+            };
+            (span, Some(new))
         };
         if SpanContext::from_span(&span).is_none() {
             return;
@@ -248,7 +250,7 @@ where
             fields::span_properties(properties, metadata, |visit| attrs.record(visit));
             span.with_properties(|| properties.drain(..))
         });
-        if let Some(new) = ctx.span(id) {
+        if let Some(new) = new.or_else(|| ctx.span(id)) {
             new.extensions_mut().insert(Recorded(span));
         }
     }
