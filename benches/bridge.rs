@@ -3,7 +3,9 @@
 //! `minitrace-tracing`, fastrace's `fastrace-tracing` 0.1, and tokio
 //! `tracing`'s own `Registry` with a layer that records each closed span
 //! (the recording layer of `benches/contenders/with_tracing.rs`), beside
-//! the `Registry` with that layer off (tracing's own bookkeeping).
+//! the `Registry` with that layer off (tracing's own bookkeeping). Three
+//! floor rows make the same spans with minitrace's own API and no
+//! `tracing` at all: with the `Registry` row, what a bridge cannot avoid.
 //!
 //! The workload is the same for every row: a root of the tracer's own
 //! (a minitrace or fastrace root made the thread's local parent, a
@@ -49,6 +51,18 @@ fn library_calls() {
     for attempt in 0..SPANS {
         let _span = tracing::info_span!("query", attempt).entered();
     }
+}
+
+/// The properties the layer gives each span of [`library_calls`]: its
+/// target, its level and its field, all borrowed (the layer writes a
+/// small number from a table, allocating nothing).
+fn native_properties(attempt: usize) -> [(&'static str, &'static str); 3] {
+    const ATTEMPTS: [&str; SPANS] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    [
+        (minitrace_tracing::TARGET_KEY, "bridge"),
+        (minitrace_tracing::LEVEL_KEY, "INFO"),
+        ("attempt", ATTEMPTS[attempt]),
+    ]
 }
 
 /// Measures `iters` runs of `iteration` under `dispatch`, flushed; tallies
@@ -109,6 +123,57 @@ fn bridges(c: &mut Criterion) {
                 library_calls();
             };
             measure(name, iters, &dispatch, iteration, || fastrace_row.delivered(), || fastrace_row.flush())
+        })
+    });
+
+    // The floor's minitrace part: the same spans through minitrace's own
+    // API, no `tracing` (and no subscriber): what recording them costs
+    // minitrace itself, as a thread-safe span made the local parent while
+    // it lives (what the layer records each span as) and as a local span,
+    // with the layer's properties (target, level, the field formatted),
+    // and as a bare local span.
+    let none = Dispatch::none();
+    let name = "minitrace native, Span + local parent (no tracing)";
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let iteration = || {
+                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
+                let _guard = root.set_local_parent();
+                for attempt in 0..SPANS {
+                    let span = minitrace::Span::enter_with_local_parent("query")
+                        .with_properties(|| native_properties(attempt));
+                    let _entered = span.set_local_parent();
+                }
+            };
+            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
+        })
+    });
+    let name = "minitrace native, LocalSpan (no tracing)";
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let iteration = || {
+                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
+                let _guard = root.set_local_parent();
+                for attempt in 0..SPANS {
+                    let _span = minitrace::local::LocalSpan::enter_with_local_parent("query")
+                        .with_properties(|| native_properties(attempt));
+                }
+            };
+            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
+        })
+    });
+
+    let name = "minitrace native, LocalSpan, no properties (no tracing)";
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let iteration = || {
+                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
+                let _guard = root.set_local_parent();
+                for _ in 0..SPANS {
+                    let _span = minitrace::local::LocalSpan::enter_with_local_parent("query");
+                }
+            };
+            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
         })
     });
 

@@ -116,7 +116,10 @@ GROUP_NOTES[OTLP_GROUP] = (
 GROUP_NOTES[BRIDGE_GROUP] = (
     "A root and 10 tokio `tracing` spans per iteration, each recorded through a bridge: ours "
     "(`minitrace-tracing`'s layer, under a minitrace root), fastrace's compatibility layer under a "
-    "fastrace root, and tracing's own Registry with a layer that records every span (and with it off)."
+    "fastrace root, and tracing's own Registry with a layer that records every span (and with it off). "
+    "The `minitrace native` rows are the floor's minitrace part: the same spans made with minitrace's own "
+    "API and no `tracing` (a thread-safe span made the local parent, as the layer records each span, or a "
+    "local span; with the layer's properties, or none)."
 )
 
 for _fates in FATES_GROUPS:
@@ -172,7 +175,7 @@ REFERENCES = {"queue to the collector, 2 producers": "rtrb ring per thread", OTL
 REFERENCES.update({group: FATES_REFERENCE for group in FATES_GROUPS})
 
 # Rows that are baselines, not contenders: shown in the tables, not charted.
-BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only", "design floor", "clock floor")
+BASELINE_PREFIXES = ("untraced", "hand-off only", "clock reads only", "fence only", "design floor", "clock floor", "minitrace native")
 
 LOSS_FLAG = 0.001  # a sink that received less than 99.9 % of the spans
 

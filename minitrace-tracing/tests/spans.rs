@@ -50,6 +50,42 @@ fn an_instrumented_fn_is_a_child_with_its_fields_as_properties() {
 }
 
 #[test]
+fn integers_and_bools_read_as_written_small_or_large() {
+    setup();
+    let trace = trace(|| {
+        let span = tracing::info_span!(
+            "numbers",
+            zero = 0u64,
+            small = 7i64,
+            status = 404u16,
+            large = 1_000u64,
+            max = u64::MAX,
+            negative = -3i64,
+            min = i64::MIN,
+            no = false,
+            yes = true,
+        );
+        span.in_scope(|| {});
+    });
+    let properties = &trace.span("numbers").properties;
+    let max = u64::MAX.to_string();
+    let min = i64::MIN.to_string();
+    for (key, value) in [
+        ("zero", "0"),
+        ("small", "7"),
+        ("status", "404"),
+        ("large", "1000"),
+        ("max", max.as_str()),
+        ("negative", "-3"),
+        ("min", min.as_str()),
+        ("no", "false"),
+        ("yes", "true"),
+    ] {
+        assert_eq!(property(properties, key), Some(value), "{key} in {properties:?}");
+    }
+}
+
+#[test]
 fn display_and_debug_fields_are_formatted_as_asked() {
     setup();
     let trace = trace(|| {
