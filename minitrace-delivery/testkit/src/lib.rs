@@ -1,11 +1,13 @@
 //! Test servers for minitrace's reporters, all on 127.0.0.1: an HTTP/1.1
 //! server that answers from a script (plain or over TLS), certificates made
 //! at test time (a CA and the certificates it issues, or self-signed ones),
-//! and with the `grpc` feature an OTLP/gRPC server (plain or over TLS).
+//! and with the `grpc` feature an OTLP/gRPC server (plain or over TLS);
+//! and the reporters' shared allocation check ([`allocations`]).
 //!
 //! Every server stops when dropped; a connection it holds open on purpose
 //! ([`Answer::Silent`]) is let go then, or after 30 s at most.
 
+pub mod allocations;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod tls;
