@@ -274,7 +274,7 @@ pub(crate) struct EncodeOutcome {
 /// were one cache miss waited for alone. Read ahead, in a loop of loads
 /// independent of one another, the misses overlap; a few records at a
 /// time, so that what is read is still in the nearest cache when used.
-const READ_AHEAD: usize = 32;
+const READ_AHEAD: usize = 128;
 
 /// Reads the first and the last property of each record.
 fn read_properties(records: &[SpanRecord]) -> usize {

@@ -499,7 +499,7 @@ struct ReadAhead {
 
 impl ReadAhead {
     /// Records read ahead at a time.
-    const WINDOW: usize = 32;
+    const WINDOW: usize = 128;
 
     /// Called with each record's index before the record is used.
     #[inline]
