@@ -380,7 +380,7 @@ fn retrieval(c: &mut Criterion) {
     }
     let ids: Vec<TraceId> = (snapshot.traces.iter())
         .filter(|trace| {
-            trace.complete && oldest.get(&trace.thread).is_none_or(|&(_, id)| id != trace.trace_id)
+            trace.complete && oldest.get(&trace.thread).map(|&(_, id)| id) != Some(trace.trace_id)
         })
         .map(|trace| trace.trace_id)
         .collect();
