@@ -82,6 +82,7 @@ mod endpoint;
 mod http;
 mod log;
 mod pipeline;
+mod read_ahead;
 mod stats;
 
 pub use crate::delivery::{
@@ -95,4 +96,5 @@ pub use crate::http::{AnswerReader, CertificateError, HttpClient, PartialSuccess
 pub use crate::log::testing;
 pub use crate::log::ErrorLog;
 pub use crate::pipeline::{Pipeline, Transport, DEFAULT_PIPELINE_DEPTH};
+pub use crate::read_ahead::ReadAhead;
 pub use crate::stats::{Counters, DeliveryStats};

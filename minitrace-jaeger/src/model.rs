@@ -6,9 +6,8 @@
 //! wherever it lands. Batches are then cut from those bytes, which makes the
 //! size of each message known before it is written.
 
-use std::borrow::Cow;
-
 use minitrace::collector::{SpanRecord, SpanStatus, LINK_KEY};
+use minitrace_delivery::ReadAhead;
 
 use crate::thrift::{Binary, Compact, Protocol, Type};
 
@@ -267,24 +266,6 @@ pub(crate) struct EncodeOutcome {
     pub(crate) dropped: u64,
 }
 
-/// Records whose properties [`Encoder::encode`] reads ahead at a time.
-///
-/// The traced threads wrote the properties, on another core, and a span
-/// takes long to encode: read only when reached, each record's properties
-/// were one cache miss waited for alone. Read ahead, in a loop of loads
-/// independent of one another, the misses overlap; a few records at a
-/// time, so that what is read is still in the nearest cache when used.
-const READ_AHEAD: usize = 128;
-
-/// Reads the first and the last property of each record.
-fn read_properties(records: &[SpanRecord]) -> usize {
-    let key_len =
-        |property: Option<&(Cow<'static, str>, Cow<'static, str>)>| property.map_or(0, |(key, _)| key.len());
-    records
-        .iter()
-        .fold(0, |sum, record| sum ^ key_len(record.properties.first()) ^ key_len(record.properties.last()))
-}
-
 /// Turns span records into messages of at most `max_message` bytes.
 pub(crate) struct Encoder<W> {
     /// The encoded `Process` struct, the same in every message.
@@ -335,13 +316,9 @@ impl<W: Wire> Encoder<W> {
         let mut outcome = EncodeOutcome::default();
         self.spans.buf().clear();
         self.ends.clear();
-        let mut ahead = 0;
+        let mut ahead = ReadAhead::default();
         for (index, record) in records.iter().enumerate() {
-            if index + READ_AHEAD / 2 >= ahead && ahead < records.len() {
-                let end = (ahead + READ_AHEAD).min(records.len());
-                std::hint::black_box(read_properties(&records[ahead..end]));
-                ahead = end;
-            }
+            ahead.before(records, index);
             match self.encode_fitting(record) {
                 Some(Detail::Full) => self.ends.push(self.spans.buf().len()),
                 Some(_) => {

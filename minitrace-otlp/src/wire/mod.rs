@@ -14,7 +14,6 @@
 //! as prost writes them. The resource and the scope are encoded once, when
 //! the reporter is built, and copied into each body.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -22,6 +21,7 @@ use minitrace::collector::{
     is_reserved_key, EventRecord, SpanContext, SpanRecord, KIND_KEY, LINK_KEY, STATUS_CODE_KEY,
     STATUS_MESSAGE_KEY, TRACESTATE_KEY,
 };
+use minitrace_delivery::ReadAhead;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
@@ -226,7 +226,7 @@ impl WireEncoder {
         put_header(buf, FIELD_2, scope_spans);
         buf.extend_from_slice(&self.scope);
         let before = buf.len();
-        let mut ahead = ReadAhead { next: range.start };
+        let mut ahead = ReadAhead::from(range.start);
         for index in range {
             ahead.before(records, index);
             self.write_span(buf, records, index);
@@ -344,44 +344,6 @@ fn kind_code(value: &str) -> u8 {
         // Internal, and any value minitrace does not know.
         _ => 1,
     }
-}
-
-/// Reads ahead the properties of the records a pass is about to reach.
-///
-/// The traced threads wrote them, on another core, and a pass has much to
-/// do between one record's properties and the next's: reading each only
-/// when reached, it waited for one cache miss at a time (most of the
-/// first pass's time in `benches/export.rs`). Read ahead, in a loop of
-/// loads independent of one another, the misses overlap; a few records at
-/// a time, so that what is read is still in the nearest cache when used.
-#[derive(Debug, Default)]
-struct ReadAhead {
-    /// The first record not read yet.
-    next: usize,
-}
-
-impl ReadAhead {
-    /// Records read ahead at a time.
-    const WINDOW: usize = 128;
-
-    /// Called with each record's index before the record is used.
-    #[inline]
-    fn before(&mut self, records: &[SpanRecord], index: usize) {
-        if index + Self::WINDOW / 2 >= self.next && self.next < records.len() {
-            let end = (self.next + Self::WINDOW).min(records.len());
-            std::hint::black_box(read_properties(&records[self.next..end]));
-            self.next = end;
-        }
-    }
-}
-
-/// Reads the first and the last property of each record.
-fn read_properties(records: &[SpanRecord]) -> usize {
-    let key_len =
-        |property: Option<&(Cow<'static, str>, Cow<'static, str>)>| property.map_or(0, |(key, _)| key.len());
-    records
-        .iter()
-        .fold(0, |sum, record| sum ^ key_len(record.properties.first()) ^ key_len(record.properties.last()))
 }
 
 /// What a property's key makes of it.

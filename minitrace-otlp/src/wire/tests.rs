@@ -1,6 +1,8 @@
 //! The encoder's tests: what it writes decodes as opentelemetry-proto's
 //! own encoding would, within its bounds.
 
+use std::borrow::Cow;
+
 use minitrace::collector::{SpanId, TraceId};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
