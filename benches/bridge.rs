@@ -133,48 +133,36 @@ fn bridges(c: &mut Criterion) {
     // with the layer's properties (target, level, the field formatted),
     // and as a bare local span.
     let none = Dispatch::none();
-    let name = "minitrace native, Span + local parent (no tracing)";
-    group.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let iteration = || {
-                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
-                let _guard = root.set_local_parent();
-                for attempt in 0..SPANS {
-                    let span = minitrace::Span::enter_with_local_parent("query")
-                        .with_properties(|| native_properties(attempt));
-                    let _entered = span.set_local_parent();
-                }
-            };
-            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
-        })
+    // A native row: `$span` records the span of attempt `$attempt` under
+    // the row's root, the only part that differs between the rows.
+    macro_rules! native_row {
+        ($name:expr, |$attempt:ident| $span:block) => {
+            let name = $name;
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let iteration = || {
+                        let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
+                        let _guard = root.set_local_parent();
+                        for $attempt in 0..SPANS {
+                            $span
+                        }
+                    };
+                    measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
+                })
+            });
+        };
+    }
+    native_row!("minitrace native, Span + local parent (no tracing)", |attempt| {
+        let span =
+            minitrace::Span::enter_with_local_parent("query").with_properties(|| native_properties(attempt));
+        let _entered = span.set_local_parent();
     });
-    let name = "minitrace native, LocalSpan (no tracing)";
-    group.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let iteration = || {
-                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
-                let _guard = root.set_local_parent();
-                for attempt in 0..SPANS {
-                    let _span = minitrace::local::LocalSpan::enter_with_local_parent("query")
-                        .with_properties(|| native_properties(attempt));
-                }
-            };
-            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
-        })
+    native_row!("minitrace native, LocalSpan (no tracing)", |attempt| {
+        let _span = minitrace::local::LocalSpan::enter_with_local_parent("query")
+            .with_properties(|| native_properties(attempt));
     });
-
-    let name = "minitrace native, LocalSpan, no properties (no tracing)";
-    group.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let iteration = || {
-                let root = minitrace::Span::root("root", minitrace::collector::SpanContext::random());
-                let _guard = root.set_local_parent();
-                for _ in 0..SPANS {
-                    let _span = minitrace::local::LocalSpan::enter_with_local_parent("query");
-                }
-            };
-            measure(name, iters, &none, iteration, || minitrace.delivered(), || minitrace.flush())
-        })
+    native_row!("minitrace native, LocalSpan, no properties (no tracing)", |_attempt| {
+        let _span = minitrace::local::LocalSpan::enter_with_local_parent("query");
     });
 
     // One subscriber for both `Registry` rows; the flag switches its layer.
