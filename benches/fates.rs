@@ -365,23 +365,10 @@ fn retrieval(c: &mut Criterion) {
         .collect();
     let rate = (rates.recv().unwrap() + rates.recv().unwrap()) / 2.0;
     minitrace::flush();
-    // Whole traces only. A thread's oldest request may have lost its local
-    // spans to the wrap while its root, kept after them, is still held,
-    // and is then not known to be partial (a gap in the recorder, issue
-    // 34's note): each thread's oldest is left out.
-    let snapshot = recorder::snapshot();
-    let mut oldest: std::collections::HashMap<u32, (u64, TraceId)> = std::collections::HashMap::new();
-    for trace in &snapshot.traces {
-        let begin = trace.begin_unix_ns();
-        let entry = oldest.entry(trace.thread).or_insert((begin, trace.trace_id));
-        if begin < entry.0 {
-            *entry = (begin, trace.trace_id);
-        }
-    }
-    let ids: Vec<TraceId> = (snapshot.traces.iter())
-        .filter(|trace| {
-            trace.complete && oldest.get(&trace.thread).map(|&(_, id)| id) != Some(trace.trace_id)
-        })
+    let ids: Vec<TraceId> = recorder::snapshot()
+        .traces
+        .iter()
+        .filter(|trace| trace.complete)
         .map(|trace| trace.trace_id)
         .collect();
     assert!(ids.len() > 1000, "the recorder holds the producers' requests");

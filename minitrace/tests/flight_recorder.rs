@@ -210,6 +210,37 @@ fn the_memory_bound_keeps_the_newest_requests() {
     );
 }
 
+/// Where the bound cuts, a trace whose local spans made room is not held
+/// as a root alone that claims to be whole: whatever the cut's place, every
+/// trace held and marked complete has all its spans.
+#[test]
+fn no_trace_held_as_complete_lacks_spans_the_bound_made_room_for() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(16 << 10));
+    // Requests of 2 to 14 spans, so that the cut falls everywhere.
+    let mut spans = std::collections::HashMap::new();
+    let mut checked = 0;
+    for round in 0..300 {
+        let steps = 2 + round % 13;
+        spans.insert(request("get", steps), steps + 1);
+        if round < 40 {
+            continue; // not wrapped yet
+        }
+        let trace_ids: Vec<TraceId> = spans.keys().copied().collect();
+        for trace in held(&trace_ids) {
+            if trace.complete {
+                let names: Vec<&str> = trace.spans.iter().map(|span| span.name.as_ref()).collect();
+                assert_eq!(
+                    trace.spans.len(),
+                    spans[&trace.trace_id],
+                    "round {round}: held as complete: {names:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
 /// The bound counts what a request owns: a request with a 100 KiB
 /// property takes 100 KiB of the bound, not the ~200 bytes of its entries.
 #[test]

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
-use crate::transport::message::{EndedSpan, Message};
+use crate::data::target::Targets;
+use crate::transport::message::{EndedSpan, Message, Parts};
 use crate::transport::{span_buffers, stats};
 
 /// The bytes each thread's history may hold; 0: the recorder is off, and
@@ -92,10 +93,24 @@ impl History {
         let (mut parts, mut spans) = (0, 0);
         while self.bytes > limit {
             let Some(oldest) = self.entries.pop_front() else { break };
-            self.bytes -= oldest.bytes;
-            parts += 1;
-            spans += oldest.message.span_count() as u64;
-            evicted.push(oldest);
+            // A root kept right after its trace's local spans goes with
+            // them: held alone, it would stand for a whole trace.
+            let root_goes_too = match &oldest.message {
+                Message::Parts(Parts { targets: Targets::One(target), .. }) => self
+                    .entries
+                    .front()
+                    .and_then(Kept::root)
+                    .is_some_and(|root| root.state.trace_id() == target.trace_id()),
+                _ => false,
+            };
+            for gone in
+                std::iter::once(oldest).chain(root_goes_too.then(|| self.entries.pop_front()).flatten())
+            {
+                self.bytes -= gone.bytes;
+                parts += 1;
+                spans += gone.message.span_count() as u64;
+                evicted.push(gone);
+            }
         }
         if parts > 0 {
             stats::count_overwritten_here(parts, spans);
