@@ -71,15 +71,15 @@ fn refill(cache: &mut Vec<Vec<RawSpan>>) {
 /// Keeps an emptied buffer on this thread for its next line, and the
 /// property lists of its spans for their next properties.
 pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
-    for span in &mut buffer {
-        if let Some(list) = span.properties.take() {
+    // One pass: each span dropped as its list is taken.
+    for span in buffer.drain(..) {
+        if let Some(list) = span.properties {
             property_lists::give_back_locally(list);
         }
     }
     if !usual_size(buffer.capacity()) {
         return;
     }
-    buffer.clear();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
             if cache.len() < REFILL {
