@@ -124,6 +124,12 @@ pub(crate) struct Timeline {
     base: Anchor,
     segments: Arc<[Segment]>,
     until: u64,
+    /// The segment the view was taken in, and where it ends: what most
+    /// readings a collector cycle converts fall in. (The last segment is
+    /// decided ahead and starts in the future; without this every reading
+    /// would search the segments, an hour of them.)
+    now: Segment,
+    now_until: u64,
 }
 
 impl Timeline {
@@ -132,7 +138,24 @@ impl Timeline {
         let mut line = lock(line());
         let now = Instant::now().as_unix_nanos(&line.base);
         line.extend(now);
-        Timeline { base: line.base, segments: line.segments.clone(), until: line.until }
+        Timeline::of(&line, now)
+    }
+
+    /// A view of `line` taken at base time `now`.
+    fn of(line: &Line, now: u64) -> Timeline {
+        let segments = line.segments.clone();
+        let at = segments.partition_point(|segment| segment.from <= now).saturating_sub(1);
+        let now_until = segments.get(at + 1).map_or(line.until, |next| next.from);
+        Timeline { base: line.base, now: segments[at], now_until, segments, until: line.until }
+    }
+
+    /// [`unix_nanos`](Self::unix_nanos) of a base time.
+    #[inline]
+    fn base_to_unix(&self, base: u64) -> u64 {
+        if base >= self.now.from && base < self.now_until {
+            return self.now.apply(base);
+        }
+        self.unix_nanos_slowly(base)
     }
 
     /// `instant` in Unix nanoseconds; [`Instant::ZERO`] (never read) is 0.
@@ -141,11 +164,7 @@ impl Timeline {
         if instant == Instant::ZERO {
             return 0;
         }
-        let base = instant.as_unix_nanos(&self.base);
-        match self.segments.last() {
-            Some(last) if base >= last.from && base < self.until => last.apply(base),
-            _ => self.unix_nanos_slowly(base),
-        }
+        self.base_to_unix(instant.as_unix_nanos(&self.base))
     }
 
     #[cold]
@@ -211,6 +230,39 @@ mod tests {
         let third = line.segments[2];
         assert_eq!(third.slew, 0);
         assert!(third.apply(jumped).abs_diff(wall_clock_nanos()) < 10_000_000);
+    }
+
+    #[test]
+    fn a_view_converts_by_the_segment_each_reading_falls_in() {
+        let max = (MAX_SLEW_PPM << 32) / 1_000_000;
+        let second = 1_000_000_000;
+        let segments: Vec<Segment> = (0..5)
+            .scan(Segment { from: second, offset: 0, slew: max }, |segment, i| {
+                let this = *segment;
+                let from = this.from + second;
+                *segment = Segment {
+                    from,
+                    offset: this.correction_at(from),
+                    slew: if i % 2 == 0 { -max } else { max },
+                };
+                Some(this)
+            })
+            .collect();
+        let line = Line { base: Anchor::new(), segments: Arc::from(segments.clone()), until: 6 * second };
+        // Views taken in every segment, the last one (ahead) included.
+        for now in [second + 5, 2 * second + 1, 3 * second, 5 * second + 7] {
+            let view = Timeline::of(&line, now);
+            for base in (0..7 * second).step_by(second as usize / 8).chain([2 * second - 1, 2 * second]) {
+                let by_search = segments[segments.partition_point(|s| s.from <= base).saturating_sub(1)];
+                if base < line.until {
+                    assert_eq!(
+                        view.base_to_unix(base),
+                        by_search.apply(base),
+                        "view at {now}, reading {base}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
