@@ -112,6 +112,9 @@ fn run_collector() {
     // barrier costs nothing once the collector's half is a system call.
     crate::util::barrier::prepare();
     let mut collector: Option<Collector> = None;
+    // The last cycle found a thread's queue filling faster than the
+    // interval drains it: the next one starts at once.
+    let mut behind = false;
     loop {
         let (pending, flush_target, flushing) = {
             let mut control = lock(&CONTROL);
@@ -123,6 +126,7 @@ fn run_collector() {
             if control.pending.is_none()
                 && control.flushes_requested == control.flushes_done
                 && !control.wake_early
+                && !behind
             {
                 control = WAKE.wait_timeout(control, interval).unwrap_or_else(|e| e.into_inner()).0;
             }
@@ -130,9 +134,7 @@ fn run_collector() {
             let flushing = control.flushes_requested != control.flushes_done;
             (control.pending.take(), control.flushes_requested, flushing)
         };
-        if let Some(collector) = &mut collector {
-            collector.cycle();
-        }
+        behind = collector.as_mut().is_some_and(Collector::cycle);
         if let Some((reporter, config)) = pending {
             match &mut collector {
                 Some(collector) => collector.replace(reporter, config),

@@ -263,8 +263,18 @@ fn wait_for_room(waited: &mut Option<std::time::Instant>) -> bool {
 /// The longest a message waits for room in its thread's queue.
 const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Whether a thread whose harvested messages cost `harvested` had its queue
+/// at least a quarter full: it writes faster than the collector's interval
+/// drains it, and the collector should harvest again at once. (The thread
+/// wakes the collector only when its queue *crosses* a quarter; a queue
+/// that never drains below it would otherwise wait for the interval, and
+/// fill.)
+pub(crate) fn behind(harvested: usize) -> bool {
+    harvested >= WAKE_AT
+}
+
 /// A message's share of its thread's budget, for a message of `spans` records.
-fn cost(spans: usize) -> usize {
+pub(crate) fn cost(spans: usize) -> usize {
     spans + MESSAGE_COST
 }
 

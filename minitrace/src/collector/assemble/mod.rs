@@ -161,8 +161,10 @@ impl Collector {
         self.config = config;
     }
 
-    /// One collection: gather, assemble, report.
-    pub(crate) fn cycle(&mut self) {
+    /// One collection: gather, assemble, report. `true`: a thread's queue
+    /// was filling faster than the interval drains it (see
+    /// [`queue::behind`]), so the next cycle should start at once.
+    pub(crate) fn cycle(&mut self) -> bool {
         self.timeline = Timeline::current();
         self.now = StdInstant::now();
         std::mem::swap(&mut self.lossy, &mut self.lossy_before);
@@ -173,7 +175,7 @@ impl Collector {
         self.keep = history::limit() > 0;
         let mut gathering = Gathering::new(retrieve::take_requests());
         let mut cut = self.harvest(&mut gathering);
-        self.file_cut(&mut cut);
+        let behind = self.file_cut(&mut cut);
         self.keep_cut(cut, gathering);
         self.apply_drops();
         self.cycles += 1;
@@ -185,6 +187,7 @@ impl Collector {
         }
         self.report();
         span_buffers::recycle(&mut self.emptied.buffers);
+        behind
     }
 
     /// Files a cut, each thread's messages in the order it sent them, but
@@ -193,11 +196,15 @@ impl Collector {
     /// before its root is reported whole, in one report. A trace that never
     /// left its thread sends its parts before its root, on its own thread:
     /// filed in order, its records are built in place (see [`Staged`]).
-    fn file_cut(&mut self, cut: &mut [(Option<Arc<Thread>>, Vec<Message>)]) {
+    /// Returns whether a thread is behind (see [`queue::behind`]).
+    fn file_cut(&mut self, cut: &mut [(Option<Arc<Thread>>, Vec<Message>)]) -> bool {
         let mut last = Vec::new();
+        let mut behind = false;
         for (index, (thread, messages)) in cut.iter_mut().enumerate() {
             let mut credit = queue::Credit::new(thread.as_deref());
+            let mut harvested = 0;
             for (at, message) in messages.iter_mut().enumerate() {
+                harvested += queue::cost(message.span_count());
                 match message.role() {
                     Role::Root | Role::CancelledRoot
                         if escape::is_marked(message.targets().first().collect_id) =>
@@ -213,6 +220,7 @@ impl Collector {
                     }
                 }
             }
+            behind |= queue::behind(harvested);
         }
         for (index, at) in last {
             let (thread, messages) = &mut cut[index];
@@ -220,6 +228,7 @@ impl Collector {
             credit.add(&messages[at]);
             self.file(&mut messages[at]);
         }
+        behind
     }
 
     /// Files a message where it lies: what it owns is taken out of it, and

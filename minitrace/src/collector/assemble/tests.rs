@@ -178,3 +178,23 @@ fn a_large_batch_of_local_spans_waits_for_its_root_where_it_lies() {
     collector.file(&mut root(1));
     assert_eq!(reported(&mut collector, &records).len(), 2 + 1 + ids.len() + 1);
 }
+
+/// A cut that held a quarter of a thread's queue makes the collector ask
+/// for its next cycle at once (a queue that never drains below a quarter
+/// never wakes it again, and would fill while it waits for its interval);
+/// a smaller one lets it wait.
+#[test]
+fn a_cut_of_a_quarter_full_queue_asks_for_the_next_cycle_at_once() {
+    let trace = |t: u64| [local(t, &(1..=9).map(|i| t * 100 + i).collect::<Vec<_>>()), root(t)];
+    let cost_of = |messages: &[Message]| messages.iter().map(|m| queue::cost(m.span_count())).sum::<usize>();
+    let per_trace = cost_of(&trace(1));
+    let enough = (1..).find(|&n| queue::behind(n * per_trace)).unwrap() as u64;
+    for (traces, behind) in [(enough - 1, false), (enough, true)] {
+        let (mut collector, records) = collector(Config::default());
+        let messages: Vec<Message> = (1..=traces).flat_map(trace).collect();
+        assert_eq!(queue::behind(cost_of(&messages)), behind);
+        let mut cut = vec![(None, messages)];
+        assert_eq!(collector.file_cut(&mut cut), behind, "{traces} traces");
+        assert_eq!(reported(&mut collector, &records).len() as u64, traces * 10);
+    }
+}
