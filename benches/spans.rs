@@ -187,6 +187,21 @@ fn spans_across_threads(c: &mut Criterion) {
             })
         })
     });
+    // The physical floor: each span's two clock reads (ordered, as a span
+    // begun on one thread and ended on another needs), made where the
+    // library makes them, and nothing else.
+    group.bench_function("clock reads only (2 per span, the end on the other thread)", |b| {
+        b.iter_custom(|iters| {
+            without_hand_off(&mut || {
+                untraced(iters, || {
+                    let root = ReadAgainOnDrop(minstant::Instant::now());
+                    let children: Vec<_> =
+                        (0..children).map(|_| ReadAgainOnDrop(minstant::Instant::now())).collect();
+                    worker.finish(Box::new((root, children)));
+                })
+            })
+        })
+    });
     for &contender in all() {
         group.bench_function(contender.name(), |b| {
             b.iter_custom(|iters| {
@@ -197,6 +212,16 @@ fn spans_across_threads(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// A clock reading that reads the clock again where it is dropped: a
+/// thread-safe span's two clock reads, alone.
+struct ReadAgainOnDrop(minstant::Instant);
+
+impl Drop for ReadAgainOnDrop {
+    fn drop(&mut self) {
+        criterion::black_box((self.0, minstant::Instant::now()));
+    }
 }
 
 /// A root task awaiting `n` steps that each suspend once, polled by a
