@@ -129,8 +129,14 @@ pub(crate) struct Timeline {
     /// decided ahead and starts in the future; without this every reading
     /// would search the segments, an hour of them.)
     now: Segment,
-    now_until: u64,
+    /// How long `now` lasts, at most [`MAX_NEAR`].
+    now_len: u64,
 }
+
+/// Readings at most this far into the view's segment are converted in
+/// 64-bit arithmetic: with a slew of at most 2²² (500 ppm in 2⁻³²), the
+/// product stays under 2⁶² (a segment lasts a second, 2³⁰ ns).
+const MAX_NEAR: u64 = 1 << 40;
 
 impl Timeline {
     /// The line as decided now, covering at least the next half second.
@@ -145,15 +151,28 @@ impl Timeline {
     fn of(line: &Line, now: u64) -> Timeline {
         let segments = line.segments.clone();
         let at = segments.partition_point(|segment| segment.from <= now).saturating_sub(1);
+        let now = segments[at];
         let now_until = segments.get(at + 1).map_or(line.until, |next| next.from);
-        Timeline { base: line.base, now: segments[at], now_until, segments, until: line.until }
+        // A segment steeper than the 64-bit path allows (never made by
+        // `Line::extend`) is left to the general one.
+        let now_len =
+            if now.slew.unsigned_abs() < 1 << 22 { (now_until - now.from).min(MAX_NEAR) } else { 0 };
+        Timeline { base: line.base, now, now_len, segments, until: line.until }
     }
 
     /// [`unix_nanos`](Self::unix_nanos) of a base time.
     #[inline]
     fn base_to_unix(&self, base: u64) -> u64 {
-        if base >= self.now.from && base < self.now_until {
-            return self.now.apply(base);
+        // In the view's segment: `Segment::apply` in 64 bits, which gives
+        // the same result while nothing overflows, and nothing does there
+        // (see `MAX_NEAR`) unless the offset is absurd, which the checked
+        // additions send to the general path.
+        let since = base.wrapping_sub(self.now.from);
+        if since < self.now_len {
+            let near = ((since as i64) * self.now.slew) >> 32;
+            if let Some(unix) = self.now.offset.checked_add(near).and_then(|c| base.checked_add_signed(c)) {
+                return unix;
+            }
         }
         self.unix_nanos_slowly(base)
     }
@@ -168,6 +187,7 @@ impl Timeline {
     }
 
     #[cold]
+    #[inline(never)]
     fn unix_nanos_slowly(&self, base: u64) -> u64 {
         if base >= self.until {
             // Read after this view was taken: the line is decided further.
@@ -259,6 +279,38 @@ mod tests {
                         view.base_to_unix(base),
                         by_search.apply(base),
                         "view at {now}, reading {base}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The view's 64-bit path gives what the segment's 128-bit `apply`
+    /// gives, to the nanosecond, for any offset and slew the line can hold
+    /// (and offsets far beyond, which the 64-bit path hands on).
+    #[test]
+    fn the_view_segment_converts_exactly_as_the_segment_does() {
+        let max = (MAX_SLEW_PPM << 32) / 1_000_000;
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state >> 11
+        };
+        let from = 1_700_000_000_000_000_000;
+        let offsets =
+            [0, 1, -1, 37_000_000_000, -37_000_000_000, i64::MAX / 2, i64::MIN / 2, i64::MAX, i64::MIN];
+        for offset in offsets {
+            for slew in [0, 1, -1, max, -max, max / 3, -(max / 7)] {
+                let segment = Segment { from, offset, slew };
+                let line =
+                    Line { base: Anchor::new(), segments: Arc::from([segment]), until: from + 4_000_000_000 };
+                let view = Timeline::of(&line, from + 1);
+                for _ in 0..2_000 {
+                    let base = from + next() % 4_000_000_000;
+                    assert_eq!(
+                        view.base_to_unix(base),
+                        segment.apply(base),
+                        "offset {offset}, slew {slew}, {base}"
                     );
                 }
             }
