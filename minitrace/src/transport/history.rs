@@ -15,6 +15,7 @@ use crate::data::raw_span::RawSpan;
 use crate::data::target::Targets;
 use crate::transport::message::{EndedSpan, Message, Parts};
 use crate::transport::{span_buffers, stats};
+use crate::util::prefetch;
 
 /// The bytes each thread's history may hold; 0: the recorder is off, and
 /// nothing is kept.
@@ -114,6 +115,14 @@ impl History {
         }
         if parts > 0 {
             stats::count_overwritten_here(parts, spans);
+            // The next to make room, written a whole history ago: its spans
+            // are asked for now, so that recycling them next time (they are
+            // read to give back what they own) does not wait on each miss.
+            if let Some(Kept { message: Message::Parts(next), .. }) = self.entries.front() {
+                if let Batch::Local { spans, .. } = &next.batch {
+                    prefetch::items(spans, 16);
+                }
+            }
         }
     }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::data::record::PropertyList;
+use crate::util::prefetch;
 
 /// Property slots (48 bytes each) the pool's lists hold in all: 6 MiB.
 /// Lists beyond that are freed. Enough for the lists in flight in one
@@ -87,29 +88,13 @@ fn take() -> PropertyList {
 /// before, so reading where its properties are is no miss.
 #[inline]
 fn prefetch_next(cache: &[PropertyList]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        if let [.., after_next, _] = cache {
-            #[allow(unused_unsafe)] // a safe function in newer compilers
-            // SAFETY: a prefetch is only a hint: it never faults and changes
-            // no program state; the address is that of a live list's box.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>((&**after_next as *const Vec<_>).cast())
-            };
-        }
-        if let Some(next) = cache.last() {
-            #[allow(unused_unsafe)] // a safe function in newer compilers
-            // SAFETY: as above; the address is that of a live list's
-            // buffer (or a dangling, never-dereferenced one for a list
-            // that holds no room: prefetching it is still only a hint).
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(next.as_ptr().cast())
-            };
-        }
+    if let [.., after_next, _] = cache {
+        prefetch::line(&**after_next);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = cache;
+    if let Some(next) = cache.last() {
+        // A list that holds no room has a dangling pointer: still a hint.
+        prefetch::line(next.as_ptr());
+    }
 }
 
 /// Moves a batch of lists from the shared pool to this thread's cache. The

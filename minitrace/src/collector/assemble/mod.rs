@@ -46,6 +46,7 @@ use crate::transport::message::{EndedSpan, Message};
 use crate::transport::queue::Thread;
 use crate::transport::{gate, queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
+use crate::util::prefetch;
 
 /// Emptied span buffers returned to the pool at once: one lock per this many.
 const RECYCLE_EVERY: usize = 64;
@@ -543,31 +544,12 @@ impl Collector {
 }
 
 /// Asks for a batch's spans, written on another core, all at once, so that
-/// the cache misses overlap (PERFORMANCE.md, "The collector: filing").
+/// the cache misses overlap (PERFORMANCE.md, "The collector: filing"); then
+/// for the lists their properties are in, one more line each.
 #[inline]
 fn prefetch(spans: &[RawSpan]) {
-    #[cfg(target_arch = "x86_64")]
-    for span in spans.iter().take(64) {
-        #[allow(unused_unsafe)] // a safe function in newer compilers
-        // SAFETY: a prefetch is only a hint: it never faults and changes no
-        // program state; the address is that of a live span.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (span as *const RawSpan).cast(),
-            )
-        };
-    }
-    // Then the lists their properties are in, one more line each.
-    #[cfg(target_arch = "x86_64")]
+    prefetch::items(spans, 64);
     for list in spans.iter().take(64).filter_map(|span| span.properties.as_deref()) {
-        #[allow(unused_unsafe)] // a safe function in newer compilers
-        // SAFETY: as above; the address is that of a live list.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (list as *const Vec<crate::data::record::Property>).cast(),
-            )
-        };
+        prefetch::line(list);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = spans;
 }
