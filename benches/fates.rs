@@ -307,8 +307,7 @@ fn fates(c: &mut Criterion) {
 /// shared with `benches/spans.rs`: its rows of other groups are kept). A
 /// trace thrown away on purpose counts as delivered: only drops are losses.
 fn write_delivery() {
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
-    let path = dir.join("criterion").join("spans-delivery.tsv");
+    let path = criterion_dir().join("spans-delivery.tsv");
     let mut ledger = String::from("group\tN\tcontender\tspans made\tspans received by the sink\n");
     let earlier = std::fs::read_to_string(&path).unwrap_or_default();
     ledger.extend(
@@ -326,6 +325,12 @@ fn write_delivery() {
     if let Err(error) = written {
         eprintln!("cannot write {}: {error}", path.display());
     }
+}
+
+/// Where criterion writes its results, and the report script reads ours.
+fn criterion_dir() -> std::path::PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
+    dir.join("criterion")
 }
 
 /// Retrieval after the fact: 2 threads fill 8 MiB of flight memory each
@@ -372,6 +377,9 @@ fn retrieval(c: &mut Criterion) {
         .map(|trace| trace.trace_id)
         .collect();
     assert!(ids.len() > 1000, "the recorder holds the producers' requests");
+    // How far back each thread's memory reaches at this rate, for
+    // BENCHMARKS.md (`scripts/bench-report.py` reads the file).
+    let mut retention = String::from("thread\trequests held\tbytes\trequests per second\n");
     for thread in recorder::retention().threads.iter().filter(|thread| thread.roots > 0) {
         eprintln!(
             "retrieval: thread {} holds {} requests in {} bytes: {:.3} s of history at {rate:.0} requests/s",
@@ -380,6 +388,12 @@ fn retrieval(c: &mut Criterion) {
             thread.bytes,
             thread.roots as f64 / rate,
         );
+        retention += &format!("{}\t{}\t{}\t{rate:.0}\n", thread.thread, thread.roots, thread.bytes);
+    }
+    let path = criterion_dir().join("recorder-retention.tsv");
+    let written = std::fs::create_dir_all(criterion_dir()).and_then(|()| std::fs::write(&path, retention));
+    if let Err(error) = written {
+        eprintln!("cannot write {}: {error}", path.display());
     }
     let mut group = c.benchmark_group("retrieval of one trace from 2 threads x 8 MiB");
     let mut next = 0usize;

@@ -57,7 +57,8 @@ GROUP_ORDER = [
 FATES_GROUPS = set(GROUP_ORDER[-4:])
 OTLP_GROUP = "otlp encode, 10 spans (3 attributes, 1 event)"
 BRIDGE_GROUP = "tracing spans through a bridge, 1 root + 10 spans"
-GROUP_ORDER += [BRIDGE_GROUP, OTLP_GROUP]
+RETRIEVAL_GROUP = "retrieval of one trace from 2 threads x 8 MiB"
+GROUP_ORDER += [BRIDGE_GROUP, OTLP_GROUP, RETRIEVAL_GROUP]
 FATES_REFERENCE = "minitrace (this workspace), reporting all"
 FLOOR = "clock floor (20 clock reads)"
 
@@ -113,6 +114,11 @@ GROUP_NOTES[OTLP_GROUP] = (
     "opentelemetry-otlp's path is what its exporter runs on the SDK's `SpanData` (opentelemetry-proto's "
     "grouping by resource and scope, then prost), called directly."
 )
+GROUP_NOTES[RETRIEVAL_GROUP] = (
+    "Two threads fill 8 MiB of flight-recorder memory each with thrown-away requests (1 root + 9 local "
+    "spans, flat out) until it wraps, then stay alive; one trace is asked for by id (`recorder::trace`), "
+    "a different one each time, and comes back whole."
+)
 GROUP_NOTES[BRIDGE_GROUP] = (
     "A root and 10 tokio `tracing` spans per iteration, each recorded through a bridge: ours "
     "(`minitrace-tracing`'s layer, under a minitrace root), fastrace's compatibility layer under a "
@@ -164,6 +170,7 @@ for _fates in FATES_GROUPS:
     )
 GROUP_MEASURES[OTLP_GROUP] = "wall time per 10 spans encoded, on the bench thread"
 GROUP_MEASURES[BRIDGE_GROUP] = CPU_WITH_FLUSH
+GROUP_MEASURES[RETRIEVAL_GROUP] = "wall time per trace retrieved, on the bench thread"
 UNKNOWN_MEASURE = "not described in scripts/bench-report.py: see the bench"
 
 # Groups whose table has a column of the cost of tracing over the untraced row.
@@ -267,6 +274,24 @@ def read_sinks(criterion_dir, since):
         if made > 0
     }
     return sinks, losses
+
+
+def retention_findings(criterion_dir, since):
+    """How far back each thread's 8 MiB reached in the retrieval group's
+    run: the table benches/fates.rs writes beside criterion's results."""
+    rows = [row for row in read_tsv(os.path.join(criterion_dir, "recorder-retention.tsv"), since) if len(row) == 4]
+    if not rows:
+        return []
+    parts = [
+        f"thread {thread}: {int(held):,} requests in {int(size):,} bytes, "
+        f"{int(held) / float(rate) * 1e3:.1f} ms at {float(rate) / 1e6:.2f} M requests/s"
+        for thread, held, size, rate in rows
+        if float(rate) > 0
+    ]
+    return [
+        "History held, at the producers' flat-out rate in this run (how far back 8 MiB per thread "
+        f"reaches): {'; '.join(parts)}."
+    ]
 
 
 def ordered_groups(results):
@@ -626,7 +651,8 @@ def main():
         if group in GROUP_NOTES:
             md += [GROUP_NOTES[group], ""]
         md += lines + [""]
-        for note in findings(group, results[group], reference_of(group, results[group])) + notes:
+        extra = retention_findings(args.criterion_dir, args.since) if group == RETRIEVAL_GROUP else []
+        for note in findings(group, results[group], reference_of(group, results[group])) + extra + notes:
             md += [note, ""]
     with open(args.out_md, "w", encoding="utf-8") as f:
         f.write("\n".join(md))
