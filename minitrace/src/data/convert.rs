@@ -94,7 +94,7 @@ pub(crate) struct Emptied {
 }
 
 /// Appends `batch`'s records to `out` and its events to `events`, taking
-/// what the batch owns out of it (it lies in a message's ring slot, and is
+/// what the batch owns out of it (it lies in a message's outbox slot, and is
 /// dropped there). An emptied local buffer, and the lists whose properties
 /// moved into records, go to `emptied`.
 pub(crate) fn convert(
@@ -106,7 +106,7 @@ pub(crate) fn convert(
     emptied: &mut Emptied,
 ) {
     // What a batch owns is taken out and converted by value, with no drop
-    // call per span; the rest stays where it lies, in its ring slot
+    // call per span; the rest stays where it lies, in its outbox slot
     // (PERFORMANCE.md, "The collector: making records").
     match part {
         Part::Ended(state, end) => {

@@ -287,7 +287,7 @@ pub(crate) fn current_context() -> Option<SpanContext> {
     .flatten()
 }
 
-/// What the thread's exit closes of the local layer, before its ring to the
+/// What the thread's exit closes of the local layer, before its outbox to the
 /// collector closes: lines still open, then the batch waiting for its root.
 fn close_thread() {
     close_all_lines();

@@ -25,7 +25,7 @@ pub(crate) struct EndedSpan {
     pub(crate) end: Instant,
 }
 
-// A ring slot: a span's 64-byte state and its end, or a batch with its
+// An outbox slot: a span's 64-byte state and its end, or a batch with its
 // targets, whichever is larger.
 const _: () = assert!(cfg!(not(target_pointer_width = "64")) || std::mem::size_of::<Message>() == 88);
 

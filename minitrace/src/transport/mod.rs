@@ -1,5 +1,5 @@
 //! The path from traced threads to the collector thread: the messages,
-//! each thread's ring and its exit, the recycled span buffers and property lists, the
+//! each thread's outbox and its exit, the recycled span buffers and property lists, the
 //! switches the traced threads read (`gate`), the loss counters (`stats`),
 //! and the doorbell that wakes the collector thread (`wake`). Above the
 //! data, below the local spans, spans and the collector that use it.

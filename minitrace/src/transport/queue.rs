@@ -104,7 +104,7 @@ enum Slot {
 
 thread_local! {
     // Not dropped with the thread-local (see [`AtExit`]): a destructor made
-    // every access a call (PERFORMANCE.md, "The per-thread ring").
+    // every access a call (PERFORMANCE.md, "The per-thread handover").
     static QUEUE: RefCell<ManuallyDrop<Slot>> = const { RefCell::new(ManuallyDrop::new(Slot::Unregistered)) };
 }
 
