@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 use minitrace::collector::{Config, Reporter, SpanId, SpanRecord, TraceId};
@@ -343,6 +343,9 @@ fn main() {
         done_rx.recv().unwrap();
     }
     minitrace::flush();
+    // How far back the recorder's memory reaches now, read from its API
+    // while the workers still hold theirs.
+    let retention = minitrace::recorder::retention();
     listening.store(false, Ordering::Relaxed);
     let windows = watcher.join().unwrap();
 
@@ -400,6 +403,7 @@ fn main() {
 
     show_slow_requests(&slow_roots.lock().unwrap());
     show_overlaps(&windows);
+    show_retention(&retention);
 
     let stats = minitrace::collector::stats();
     println!(
@@ -499,6 +503,29 @@ fn show_overlaps(windows: &[(RecordedTrace, Vec<RecordedTrace>)]) {
 
 /// The whole population, slow or not: the flight recorder's requests as a
 /// dump, its summary, and a page that shows them all.
+/// How far back each worker's flight-recorder memory reaches: the requests
+/// and bytes it holds, and how long ago its oldest request began.
+fn show_retention(retention: &minitrace::recorder::Retention) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    let ago = |unix_ns: u64| format!("{:.1} ms", now.saturating_sub(unix_ns) as f64 / 1e6);
+    println!(
+        "
+flight recorder, how far back each thread's memory reaches now:"
+    );
+    for thread in retention.threads.iter().filter(|thread| thread.roots > 0 && !thread.exited) {
+        println!(
+            "  thread {}: {} requests in {} bytes, the oldest began {} ago",
+            thread.thread,
+            group(thread.roots as u64),
+            group(thread.bytes as u64),
+            thread.oldest_unix_ns.map_or_else(|| "-".to_string(), ago)
+        );
+    }
+    if let Some(oldest) = retention.oldest_unix_ns() {
+        println!("  every thread at once: the last {}", ago(oldest));
+    }
+}
+
 fn show_every_request(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     let dump = minitrace_flight::dump_recorder(dir.join("requests.mtf"))?.into_inner();

@@ -272,6 +272,36 @@ fn trace() {
         .assert_stdout_has("latency  p50")
         .assert_stdout_has("page: target/trace-example/requests.html");
     let lines: Vec<&str> = output.stdout.lines().collect();
+    // The recorder's reach, from its API: each worker holds requests in at
+    // most its 8 MiB, the oldest begun a positive time ago, and every
+    // thread at once reaches back no further than the shortest of them.
+    let reach: Vec<(f64, f64, f64)> = lines
+        .iter()
+        .skip_while(|line| !line.starts_with("flight recorder, how far back"))
+        .skip(1)
+        .map_while(|line| line.trim_start().strip_prefix("thread "))
+        .map(|line| {
+            let (_, rest) = line.split_once(": ").unwrap();
+            let (requests, rest) = rest.split_once(" requests in ").unwrap();
+            let (bytes, rest) = rest.split_once(" bytes, the oldest began ").unwrap();
+            let ago = rest.strip_suffix(" ms ago").unwrap();
+            let number = |text: &str| text.replace(' ', "").parse::<f64>().unwrap();
+            (number(requests), number(bytes), number(ago))
+        })
+        .collect();
+    assert!(reach.len() >= 2, "a line per worker:\n{}", output.stdout);
+    for &(requests, bytes, ago) in &reach {
+        assert!(requests > 0.0 && bytes > 0.0 && bytes <= (8 << 20) as f64 && ago > 0.0, "{reach:?}");
+    }
+    let every: f64 = lines
+        .iter()
+        .find_map(|line| line.trim_start().strip_prefix("every thread at once: the last "))
+        .and_then(|rest| rest.strip_suffix(" ms"))
+        .unwrap_or_else(|| panic!("no reach for every thread:\n{}", output.stdout))
+        .parse()
+        .unwrap();
+    let shortest = reach.iter().map(|&(.., ago)| ago).fold(f64::INFINITY, f64::min);
+    assert!(every > 0.0 && every <= shortest + 0.1, "{every} against {reach:?}");
     let after = |prefix: &str| -> &str {
         let line = lines.iter().find(|line| line.trim_start().starts_with(prefix));
         line.unwrap_or_else(|| panic!("no line starts with {prefix:?}:\n{}", output.stdout)).trim_start()
