@@ -397,12 +397,14 @@ impl<'a> Credit<'a> {
     }
 
     /// `message` is about to be filed: counted now, as filing takes a span's
-    /// further targets out of it.
-    pub(crate) fn add(&mut self, message: &Message) {
-        self.filed += cost(message.span_count());
+    /// further targets out of it. Returns its cost.
+    pub(crate) fn add(&mut self, message: &Message) -> usize {
+        let cost = cost(message.span_count());
+        self.filed += cost;
         if self.filed >= CREDIT_EVERY {
             self.give();
         }
+        cost
     }
 
     fn give(&mut self) {

@@ -24,7 +24,9 @@ fn harvest_all() -> Vec<(Option<u32>, Vec<Message>)> {
     let mut cut = Vec::new();
     harvest(&mut Vec::new(), |thread, cells, _, _| {
         let mut credit = Credit::new(thread.map(Arc::as_ref));
-        cells.outbox.iter().for_each(|message| credit.add(message));
+        cells.outbox.iter().for_each(|message| {
+            credit.add(message);
+        });
         drop(credit);
         cut.push((thread.map(|thread| thread.number), cells.outbox));
     });

@@ -205,18 +205,18 @@ impl Collector {
             let mut credit = queue::Credit::new(thread.as_deref());
             let mut harvested = 0;
             for (at, message) in messages.iter_mut().enumerate() {
-                harvested += queue::cost(message.span_count());
                 match message.role() {
                     Role::Root | Role::CancelledRoot
                         if escape::is_marked(message.targets().first().collect_id) =>
                     {
+                        harvested += queue::cost(message.span_count());
                         last.push((index, at));
                     }
                     _ => {
                         // Its budget goes back to its thread once it is filed,
                         // so that a thread cannot queue again what the
                         // collector still holds.
-                        credit.add(message);
+                        harvested += credit.add(message);
                         self.file(message);
                     }
                 }
