@@ -7,10 +7,12 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime};
 
 use ureq::http::{HeaderName, HeaderValue, Response, Uri};
+use ureq::unversioned::transport::DefaultConnector;
 use ureq::Body;
 
 use crate::delivery::{retry_after, Attempt};
 use crate::endpoint::{redact_url, Endpoint};
+use crate::resolve::CachingResolver;
 
 /// The most of an answer's body read (and kept, cut, for error messages).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
@@ -232,6 +234,8 @@ pub struct HttpClient {
     user_agent: String,
     proxy_from_env: bool,
     read_answer: AnswerReader,
+    /// The agent's resolver, shared (see `resolve`).
+    pub(crate) resolver: CachingResolver,
     #[cfg(feature = "tls")]
     roots: Option<RootCertificates>,
 }
@@ -249,6 +253,7 @@ impl Clone for HttpClient {
             user_agent: self.user_agent.clone(),
             proxy_from_env: self.proxy_from_env,
             read_answer: self.read_answer,
+            resolver: self.resolver.clone(),
             #[cfg(feature = "tls")]
             roots: self.roots.clone(),
         }
@@ -292,6 +297,7 @@ impl HttpClient {
             user_agent: concat!("minitrace-delivery/", env!("CARGO_PKG_VERSION")).to_owned(),
             proxy_from_env: false,
             read_answer: all_taken,
+            resolver: CachingResolver::default(),
             #[cfg(feature = "tls")]
             roots: None,
         };
@@ -425,7 +431,11 @@ impl HttpClient {
             };
             config.tls_config(TlsConfig::builder().root_certs(roots).build())
         };
-        self.agent = AssertUnwindSafe(config.build().new_agent());
+        // ureq's own resolver, with a timeout, starts a thread per request:
+        // see `resolve`.
+        let resolver = self.resolver.clone();
+        self.agent =
+            AssertUnwindSafe(ureq::Agent::with_parts(config.build(), DefaultConnector::default(), resolver));
     }
 
     /// One try: `POST`s `body`, all of it (name resolution, connecting,

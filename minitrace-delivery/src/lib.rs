@@ -83,6 +83,7 @@ mod http;
 mod log;
 mod pipeline;
 mod read_ahead;
+mod resolve;
 mod stats;
 
 pub use crate::delivery::{
