@@ -1,6 +1,6 @@
-//! No allocation per span on the way from a traced thread to the
-//! reporter, and none at all for a request thrown away where it ends,
-//! once the process runs steadily: requests of a
+//! No allocation per span or per request on the way from a traced thread
+//! to the reporter, and none at all for a request thrown away where it
+//! ends, once the process runs steadily: requests of a
 //! root and 9 local spans with 2 properties each (issue 35's workload),
 //! reported to a reporter that reads every property. Allocations are
 //! counted apart on the traced thread and on every other thread (the
@@ -114,12 +114,12 @@ fn recording_and_collecting_allocate_nothing_per_span_once_warm() {
     let elsewhere = ELSEWHERE.load(Ordering::Relaxed) - elsewhere;
     assert_eq!(received.load(Ordering::Relaxed) - before, REQUESTS * 10);
     eprintln!("allocations over {REQUESTS} requests: traced thread {traced}, elsewhere {elsewhere}");
-    // On the traced thread, one per request: the box in which a
-    // thread-safe span (the root) keeps what few spans have, properties
-    // among them; none per span. Elsewhere, less than one per hundred
-    // requests; what is left is occasional (a vector's growth).
-    let per_request = REQUESTS + REQUESTS / 100;
-    assert!(traced < per_request, "traced thread: {traced} allocations for {REQUESTS} requests");
+    // On the traced thread, less than one per hundred requests: the box in
+    // which a thread-safe span (the root) keeps what few spans have,
+    // properties among them, comes back from the collector as the lists do;
+    // none per span. Elsewhere, less than one per hundred requests too;
+    // what is left is occasional (a vector's growth).
+    assert!(traced < REQUESTS / 100, "traced thread: {traced} allocations for {REQUESTS} requests");
     assert!(elsewhere < REQUESTS / 100, "elsewhere: {elsewhere} allocations for {REQUESTS} requests");
 
     // Thrown away where they end (faster than the threshold), the same

@@ -6,7 +6,6 @@
 //! crosses between cores (PERFORMANCE.md, "One cache line per span").
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
@@ -52,11 +51,71 @@ pub(crate) struct Extra {
     events: Mutex<Vec<RawSpan>>,
 }
 
-thread_local! {
-    /// An emptied box of rare fields, from a span thrown away on this
-    /// thread, for the next span given properties here: a request's root
-    /// with properties then allocates nothing.
-    static SPARE_EXTRA: Cell<Option<Box<Extra>>> = const { Cell::new(None) };
+/// Emptied boxes of rare fields, recycled: a request's root with
+/// properties, reported, would otherwise allocate its box on the traced
+/// thread and free it on the collector's, a free on another thread than
+/// the allocation's, which makes the traced thread's next allocation slow
+/// (PERFORMANCE.md, "Recycled property lists"). A box emptied anywhere (a
+/// span thrown away on its thread, or converted by the collector) goes to
+/// that thread's cache; a cache past two batches hands one to a shared
+/// pool, and an empty one takes a batch from it.
+mod spare {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::Extra;
+
+    /// Boxes the pool keeps (~100 bytes each: ~1.6 MiB); more are freed.
+    pub(super) const POOL_BOXES: usize = 1 << 14;
+    /// Boxes moved between a thread's cache and the pool at once.
+    pub(super) const BATCH: usize = 64;
+    /// A box keeps room for at most this many further parents.
+    pub(super) const MAX_KEPT_TARGETS: usize = 4;
+
+    static POOLED: AtomicUsize = AtomicUsize::new(0);
+    // The boxes themselves are what is recycled: the allocations.
+    #[allow(clippy::vec_box)]
+    pub(super) static POOL: Mutex<Vec<Box<Extra>>> = Mutex::new(Vec::new());
+
+    thread_local! {
+        #[allow(clippy::vec_box)]
+        pub(super) static CACHE: RefCell<Vec<Box<Extra>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// An emptied box, if this thread's cache or the pool has one.
+    pub(super) fn take() -> Option<Box<Extra>> {
+        CACHE
+            .try_with(|cache| {
+                let mut cache = cache.try_borrow_mut().ok()?;
+                if cache.is_empty() && POOLED.load(Ordering::Relaxed) > 0 {
+                    let mut pool = crate::util::lock(&POOL);
+                    let keep = pool.len().saturating_sub(BATCH);
+                    cache.extend(pool.drain(keep..));
+                    POOLED.store(pool.len(), Ordering::Relaxed);
+                }
+                cache.pop()
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Keeps an emptied box for a later span.
+    pub(super) fn give(extra: Box<Extra>) {
+        let _ = CACHE.try_with(|cache| {
+            let Ok(mut cache) = cache.try_borrow_mut() else { return };
+            cache.push(extra);
+            if cache.len() > 2 * BATCH {
+                let mut pool = crate::util::lock(&POOL);
+                let room = POOL_BOXES.saturating_sub(pool.len()).min(BATCH);
+                let from = cache.len() - BATCH;
+                pool.extend(cache.drain(from..from + room));
+                // What found no room is freed.
+                cache.truncate(from);
+                POOLED.store(pool.len(), Ordering::Relaxed);
+            }
+        });
+    }
 }
 
 /// The bytes of a `&'static str`, as a thin pointer: its length is kept
@@ -187,12 +246,7 @@ impl SpanState {
     /// to the thread's cache instead of being freed. A box of rare fields
     /// that held nothing else is kept for this thread's next span.
     pub(crate) fn into_properties(mut self) -> Option<PropertyList> {
-        let mut extra = self.extra.take()?;
-        let properties = extra.properties.take();
-        let events = extra.events.get_mut().map_or(1, |events| events.len());
-        if extra.name.is_none() && extra.more_targets.is_empty() && events == 0 {
-            let _ = SPARE_EXTRA.try_with(|spare| spare.set(Some(extra)));
-        }
+        let (_, properties, _) = self.extra.take()?.into_parts();
         properties
     }
 
@@ -202,9 +256,7 @@ impl SpanState {
         if list.is_empty() {
             return Some(list);
         }
-        let extra = self
-            .extra
-            .get_mut_or_insert_with(|| SPARE_EXTRA.try_with(Cell::take).ok().flatten().unwrap_or_default());
+        let extra = self.extra.get_mut_or_insert_with(|| spare::take().unwrap_or_default());
         match &mut extra.properties {
             Some(existing) => {
                 existing.append(&mut list);
@@ -327,11 +379,25 @@ impl SpanState {
 }
 
 impl Extra {
-    /// The owned name (if any), the properties and the events.
+    /// The owned name (if any), the properties and the events, taken out;
+    /// the emptied box is kept for a later span (see [`spare`]).
     #[cold]
-    pub(crate) fn into_parts(self) -> (Option<Cow<'static, str>>, Option<PropertyList>, Vec<RawSpan>) {
-        let events = self.events.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-        (self.name, self.properties, events)
+    pub(crate) fn into_parts(
+        mut self: Box<Self>,
+    ) -> (Option<Cow<'static, str>>, Option<PropertyList>, Vec<RawSpan>) {
+        // A box whose lock a panic poisoned is not reused.
+        let poisoned = self.events.is_poisoned();
+        let events = std::mem::take(self.events.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let parts = (self.name.take(), self.properties.take(), events);
+        if !poisoned {
+            // Room for a few parents is kept; a span's thousand is not.
+            if self.more_targets.capacity() > spare::MAX_KEPT_TARGETS {
+                self.more_targets = Vec::new();
+            }
+            self.more_targets.clear();
+            spare::give(self);
+        }
+        parts
     }
 }
 
@@ -363,6 +429,61 @@ mod tests {
         };
         assert_eq!(spans.len(), 1);
         assert_eq!((spans[0].name.as_ref(), spans[0].parent_id), ("step", LINE_PARENT));
+    }
+
+    fn with_properties() -> SpanState {
+        let mut state = SpanState::new("step".into(), Targets::One(target(1)), Role::Child, Instant::ZERO);
+        assert!(state.add_properties(Box::new(vec![("k".into(), "v".into())])).is_none());
+        state
+    }
+
+    fn extra_at(state: &SpanState) -> *const Extra {
+        state.extra.get().expect("a box of rare fields")
+    }
+
+    #[test]
+    fn an_emptied_box_of_rare_fields_is_used_again_and_a_poisoned_one_is_not() {
+        // This test's thread alone uses its cache: the box given back last
+        // is on its top.
+        let mut state = with_properties();
+        state.add_event(RawSpan::event(state.id(), "event".into(), None));
+        let at = extra_at(&state);
+        let (name, properties, events) = state.take_extra().unwrap().into_parts();
+        assert_eq!((name, properties.map(|p| p.len()), events.len()), (None, Some(1), 1));
+        // The next span given properties gets the same box, emptied.
+        let mut again = with_properties();
+        assert_eq!(extra_at(&again), at);
+        assert_eq!(again.event_count(), 0);
+        assert_eq!(again.target_count(), 1);
+        // A panic while an event was added poisons the box's lock: dropped.
+        let extra = again.extra.get().unwrap();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _events = extra.events.lock();
+            panic!("while adding an event");
+        }));
+        let cached = || spare::CACHE.with(|cache| cache.borrow().len());
+        let before = cached();
+        let (_, properties, _) = again.take_extra().unwrap().into_parts();
+        assert_eq!(properties.map(|p| p.len()), Some(1));
+        assert_eq!(cached(), before, "a poisoned box was kept");
+    }
+
+    #[test]
+    fn a_thread_keeps_at_most_two_batches_and_the_pool_its_bound() {
+        let boxes = std::thread::spawn(|| {
+            for _ in 0..3 * spare::POOL_BOXES {
+                Box::<Extra>::default().into_parts();
+                assert!(spare::CACHE.with(|cache| cache.borrow().len()) <= 2 * spare::BATCH);
+            }
+            let mut many = Box::<Extra>::default();
+            many.more_targets = vec![target(1); spare::MAX_KEPT_TARGETS + 1];
+            many.into_parts();
+            spare::CACHE.with(|cache| cache.borrow().last().unwrap().more_targets.capacity())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(boxes, 0);
+        assert!(crate::util::lock(&spare::POOL).len() <= spare::POOL_BOXES);
     }
 
     #[test]
