@@ -133,6 +133,10 @@ fn orchestrate() {
     let port: u16 = line.trim().parse().expect("the receiver's port");
 
     let floor = encode_floor();
+    let mut report = vec![format!(
+        "{requests} requests per producer, {iterations} work iterations per span (~10 µs requests), {runs} runs of each stack: `EXPORT_STACKS={}`",
+        stacks.join(",")
+    )];
     for producers in [1u64, 2] {
         let mut results: Vec<(String, Vec<Run>)> = Vec::new();
         for stack in &stacks {
@@ -168,7 +172,18 @@ fn orchestrate() {
             }
             results.push((stack.clone(), stack_runs));
         }
-        print_table(producers, &results, &floor);
+        let lines = table(producers, &results, &floor);
+        println!("\n{}\n", lines.join("\n"));
+        report.push(String::new());
+        report.extend(lines);
+    }
+    // For `scripts/bench-report.py`, which puts it in BENCHMARKS.md.
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
+    let path = dir.join("criterion").join("export.md");
+    let written = std::fs::create_dir_all(path.parent().unwrap())
+        .and_then(|()| std::fs::write(&path, report.join("\n") + "\n"));
+    if let Err(error) = written {
+        eprintln!("export: could not write {}: {error}", path.display());
     }
     drop(receiver.stdin.take());
     let _ = receiver.kill();
@@ -223,18 +238,20 @@ fn encode_floor() -> Floor {
     Floor { otlp_ns, jaeger_ns }
 }
 
-fn print_table(producers: u64, results: &[(String, Vec<Run>)], floor: &Floor) {
+/// The table of one producer count, as markdown lines.
+fn table(producers: u64, results: &[(String, Vec<Run>)], floor: &Floor) -> Vec<String> {
     let base = results.iter().find(|(stack, _)| stack == "untraced").map(|(_, runs)| runs.clone());
     let base_cpu = base.as_ref().map_or(0.0, |runs| median(runs.iter().map(|r| r.cpu_ns as f64).collect()));
     let base_wall = base.as_ref().map_or(1.0, |runs| median(runs.iter().map(|r| r.wall_ns as f64).collect()));
     let otel = results.iter().find(|(stack, _)| stack == "otel-sdk").map(|(_, runs)| {
         median(runs.iter().map(|r| (r.cpu_ns as f64 - base_cpu) / r.delivered.max(1) as f64).collect())
     });
-    println!();
-    println!("### {producers} producer(s): medians of {} runs", results[0].1.len());
-    println!();
-    println!("| stack | CPU per span made | CPU per span delivered | × OTel SDK | delivered | counted lost | wall × untraced | peak RSS |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut lines = vec![
+        format!("### {producers} producer(s): medians of {} runs", results[0].1.len()),
+        String::new(),
+        "| stack | CPU per span made | CPU per span delivered | × OTel SDK | delivered | counted lost | wall × untraced | peak RSS |".to_string(),
+        "|---|---|---|---|---|---|---|---|".to_string(),
+    ];
     for (stack, runs) in results {
         if runs.is_empty() {
             continue;
@@ -259,13 +276,13 @@ fn print_table(producers: u64, results: &[(String, Vec<Run>)], floor: &Floor) {
             (format!("{:.0} ns", delivered_cost), format!("{:.1} %", 100.0 * share), ratio)
         };
         let made_cell = if stack == "untraced" { "-".to_string() } else { format!("{made:.0} ns") };
-        println!(
+        lines.push(format!(
             "| {stack} | {made_cell} | {delivered_cell} | {ratio_cell} | {share_cell} | {lost} | {wall:.2} | {rss:.0} MiB |"
-        );
+        ));
     }
-    println!("| encode-only, OTLP protobuf | {:.0} ns | | | | | | |", floor.otlp_ns);
-    println!("| encode-only, Jaeger Thrift | {:.0} ns | | | | | | |", floor.jaeger_ns);
-    println!();
+    lines.push(format!("| encode-only, OTLP protobuf | {:.0} ns | | | | | | |", floor.otlp_ns));
+    lines.push(format!("| encode-only, Jaeger Thrift | {:.0} ns | | | | | | |", floor.jaeger_ns));
+    lines
 }
 
 /// The process's CPU time and peak RSS.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark suite in one run (every contender side by side:
 # benches/spans.rs, no_reporter.rs, clock.rs, channel.rs, fates.rs, otlp.rs,
-# bridge.rs), then writes
+# bridge.rs; then export.rs, whole processes against a receiver), then writes
 # BENCHMARKS.md and benchmarks.svg from criterion's output with
 # scripts/bench-report.py.
 #
@@ -24,7 +24,7 @@ MEASUREMENT=${BENCH_MEASUREMENT:-3}
 commit=$(python3 scripts/bench-report.py --print-commit)
 
 # Build first, so that the results' timestamps (--since) start after it.
-cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel --bench fates --bench otlp --bench bridge
+cargo bench --no-run --bench spans --bench no_reporter --bench clock --bench channel --bench fates --bench otlp --bench bridge --bench export
 
 start=$(date +%s)
 command=(
@@ -34,5 +34,15 @@ command=(
 printf -v command_line '%q ' "${command[@]}"
 echo "bench.sh: ${command_line% }" >&2
 "${command[@]}"
+# The export bench (not criterion: whole processes against a receiver),
+# unless only some benchmarks were asked for. It writes
+# target/criterion/export.md.
+if [ $# -eq 0 ]; then
+    export_command=(env "EXPORT_RUNS=${EXPORT_RUNS:-3}" cargo bench --bench export)
+    printf -v export_line '%q ' "${export_command[@]}"
+    echo "bench.sh: ${export_line% }" >&2
+    "${export_command[@]}"
+    command_line+="; ${export_line% }"
+fi
 
 python3 scripts/bench-report.py --since "$start" --command "${command_line% }" --commit "$commit"
