@@ -5,9 +5,12 @@
 //! client always sets one) its default resolver does so on a new thread:
 //! a thread started and torn down for each body, an IP literal included
 //! (the export bench, 1 producer, 2 M spans to 127.0.0.1: 662 threads
-//! started under strace; 7 with this resolver). This resolver answers an IP literal itself, and keeps a
-//! host name's addresses for [`REUSE_FOR`]; a name not yet known, or
-//! known longer ago, is looked up by ureq's resolver, with the timeout.
+//! started under strace; 7 with this resolver). This resolver answers an
+//! IP literal itself, and keeps a host name's addresses for
+//! [`REUSE_FOR`]; a name not yet known, or known longer ago, is looked up
+//! by ureq's resolver, with the timeout. The lookup holds the resolver's
+//! lock: a client's other requests wait for its answer rather than look
+//! up again.
 
 use std::fmt;
 use std::net::IpAddr;

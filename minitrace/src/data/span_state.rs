@@ -243,8 +243,8 @@ impl SpanState {
 
     /// The span's properties, as the list that holds them, the rest
     /// dropped: for a span thrown away on its thread, whose list goes back
-    /// to the thread's cache instead of being freed. A box of rare fields
-    /// that held nothing else is kept for this thread's next span.
+    /// to the thread's cache instead of being freed. Its box of rare
+    /// fields, emptied, is kept for a later span (see [`spare`]).
     pub(crate) fn into_properties(mut self) -> Option<PropertyList> {
         let (_, properties, _) = self.extra.take()?.into_parts();
         properties
