@@ -1,5 +1,6 @@
 //! `now()` of every clock in one run: std, ours, the published minstant
-//! 0.1.7, quanta, and the raw instructions ours is built from.
+//! 0.1.7, quanta, and the raw instructions ours is built from; then a
+//! reading converted to Unix time, ours beside minstant 0.1.7's.
 //!
 //! `cargo bench --bench clock`; compare the medians as ratios to `std`.
 
@@ -46,5 +47,24 @@ fn clocks(c: &mut Criterion) {
     eprintln!("minstant source: {:?}", minstant::clock_info());
 }
 
-criterion_group!(benches, clocks);
+/// A clock reading converted to Unix time with an anchor taken once: what
+/// minitrace's collector does twice per span it reports.
+fn to_unix_time(c: &mut Criterion) {
+    const READINGS: usize = 1024;
+    let mut group = c.benchmark_group("reading to Unix time");
+    group.throughput(criterion::Throughput::Elements(READINGS as u64));
+    let ours: Vec<minstant::Instant> = (0..READINGS).map(|_| minstant::Instant::now()).collect();
+    let anchor = minstant::Anchor::new();
+    group.bench_function("minstant (this workspace), as_unix_nanos", |b| {
+        b.iter(|| ours.iter().fold(0u64, |sum, at| sum ^ black_box(at).as_unix_nanos(&anchor)))
+    });
+    let published: Vec<minstant_017::Instant> = (0..READINGS).map(|_| minstant_017::Instant::now()).collect();
+    let anchor_017 = minstant_017::Anchor::new();
+    group.bench_function("minstant 0.1.7, as_unix_nanos", |b| {
+        b.iter(|| published.iter().fold(0u64, |sum, at| sum ^ black_box(at).as_unix_nanos(&anchor_017)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, clocks, to_unix_time);
 criterion_main!(benches);

@@ -48,6 +48,7 @@ GROUP_ORDER = [
     "2 threads at once, 1 root + 100 local spans each",
     "no reporter, 1 root + 100 local spans",
     "now",
+    "reading to Unix time",
     "queue to the collector, 2 producers",
 ] + [
     f"fates, 1 root + 9 local spans, {threads} producer(s), {pace}"
@@ -102,6 +103,8 @@ GROUP_NOTES = {
     "subscriber, no provider). The untraced row is the workload with its spans removed, an empty loop. "
     "minitrace built without its `enable` feature has no row: one bench build has one set of features.",
     "now": "Reading each clock once.",
+    "reading to Unix time": "1 024 readings converted to Unix nanoseconds with an anchor taken once "
+    "(`Instant::as_unix_nanos`): what minitrace's collector does for each end of each span it reports.",
     "queue to the collector, 2 producers": "The queue from traced threads to the collector: a ring per "
     "thread (what minitrace uses) against one shared channel. Neither consumer busy-waits: the "
     "channel's blocks while the channel is empty, the rings' parks while every ring is empty, until a "
@@ -160,6 +163,7 @@ GROUP_MEASURES = {
     "no reporter, 1 root + 100 local spans": "wall time per iteration on the bench thread; nothing is "
     "collected, so no flush",
     "now": "wall time per read",
+    "reading to Unix time": "wall time per 1 024 conversions",
     "queue to the collector, 2 producers": "CPU time of the whole process per iteration (a message from "
     "each producer), until the consumer has taken every message",
 }
