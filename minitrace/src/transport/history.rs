@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
+use crate::data::record::PropertyList;
 use crate::data::target::Targets;
 use crate::transport::message::{EndedSpan, Message, Parts};
-use crate::transport::{span_buffers, stats};
+use crate::transport::{property_lists, span_buffers, stats};
 use crate::util::prefetch;
 
 /// The bytes each thread's history may hold; 0: the recorder is off, and
@@ -77,15 +78,16 @@ impl History {
         self.entries.iter()
     }
 
-    /// Keeps `entries`; moves what made room for them (the oldest parts)
-    /// into `evicted`, for the caller to recycle outside the handover's
-    /// write. What made room is counted in the counters of the thread that
-    /// runs this (no shared read-modify-write on a traced thread).
+    /// Keeps `entries`; what made room for them (the oldest parts) is let
+    /// go into `released`, for the caller to recycle outside the handover's
+    /// write. What made room is counted in the
+    /// counters of the thread that runs this (no shared read-modify-write
+    /// on a traced thread).
     pub(crate) fn keep(
         &mut self,
         entries: impl IntoIterator<Item = Kept>,
         limit: usize,
-        evicted: &mut Vec<Kept>,
+        released: &mut Released,
     ) {
         for entry in entries {
             self.bytes += entry.bytes;
@@ -110,7 +112,7 @@ impl History {
                 self.bytes -= gone.bytes;
                 parts += 1;
                 spans += gone.message.span_count() as u64;
-                evicted.push(gone);
+                released.release(gone);
             }
         }
         if parts > 0 {
@@ -127,9 +129,9 @@ impl History {
     }
 
     /// Keeps what waited to join the history (written while a harvest ran).
-    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize, evicted: &mut Vec<Kept>) {
+    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize, released: &mut Released) {
         if !waiting.is_empty() {
-            self.keep(waiting.drain(..), limit, evicted);
+            self.keep(waiting.drain(..), limit, released);
         }
     }
 
@@ -145,32 +147,44 @@ pub(crate) fn overwritten() -> (u64, u64) {
     stats::overwritten()
 }
 
-/// Parts made room for on their own thread: their span buffers serve its
-/// next lines. `evicted` is left empty, its capacity kept for next time.
-pub(crate) fn recycle_here(evicted: &mut Vec<Kept>) {
-    for kept in evicted.drain(..) {
-        if let Message::Parts(parts) = kept.message {
-            if let Batch::Local { spans, .. } = parts.batch {
-                span_buffers::give_back_locally(spans);
-            }
-        }
-    }
+/// What parts let go still hold that serves again: span buffers, and the
+/// property lists of roots (a local batch's spans give theirs back with
+/// the buffer). Moved here in a few words a part, where a part is ~100
+/// bytes, to be recycled outside the handover's write.
+#[derive(Default)]
+pub(crate) struct Released {
+    buffers: Vec<Vec<RawSpan>>,
+    lists: Vec<PropertyList>,
 }
 
-/// Parts made room for on the collector's thread: their span buffers go to
-/// the shared pool.
-pub(crate) fn recycle_anywhere(evicted: Vec<Kept>) {
-    let mut buffers: Vec<Vec<RawSpan>> = evicted
-        .into_iter()
-        .filter_map(|kept| match kept.message {
-            Message::Parts(parts) => match parts.batch {
-                Batch::Local { spans, .. } => Some(spans),
-                Batch::Shared { .. } => None,
-            },
-            Message::Ended(_) => None,
-        })
-        .collect();
-    span_buffers::recycle(&mut buffers);
+impl Released {
+    /// Lets a part go: what serves again is kept here, the rest dropped
+    /// where it is (a root's box of rare fields goes back to this thread's
+    /// spares as it is emptied).
+    pub(crate) fn release(&mut self, kept: Kept) {
+        match kept.message {
+            Message::Parts(Parts { batch: Batch::Local { spans, .. }, .. }) => self.buffers.push(spans),
+            Message::Ended(EndedSpan { state, .. }) => self.lists.extend(state.into_properties()),
+            Message::Parts(_) => {}
+        }
+    }
+
+    /// Recycles on this thread: the buffers serve its next lines, the lists
+    /// its next properties. Left empty, its capacity kept for next time.
+    pub(crate) fn recycle_here(&mut self) {
+        for spans in self.buffers.drain(..) {
+            span_buffers::give_back_locally(spans);
+        }
+        for list in self.lists.drain(..) {
+            property_lists::give_back_locally(list);
+        }
+    }
+
+    /// Recycles from the collector's thread: to the shared pools.
+    pub(crate) fn recycle_anywhere(mut self) {
+        span_buffers::recycle(&mut self.buffers);
+        property_lists::recycle(&mut self.lists);
+    }
 }
 
 /// Every byte a message holds: itself, its spans, and what they own.
@@ -188,4 +202,68 @@ fn message_bytes(message: &Message) -> usize {
                 }
             },
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use minstant::Instant;
+
+    use super::*;
+    use crate::data::batch::Role;
+    use crate::data::id::{SpanId, TraceId};
+    use crate::data::span_state::SpanState;
+    use crate::data::target::{Target, Targets};
+    use crate::transport::message::EndedSpan;
+
+    fn list() -> PropertyList {
+        Box::new(vec![("k".into(), "v".into())])
+    }
+
+    fn target() -> Targets {
+        Targets::One(Target::new(TraceId(7), SpanId(1), 9))
+    }
+
+    #[test]
+    fn parts_that_make_room_give_back_their_buffers_and_their_root_s_list() {
+        let mut spans = Vec::with_capacity(4);
+        for id in 2..4 {
+            let mut span = RawSpan::begin(SpanId(id), SpanId(1), Cow::Borrowed("step"), Instant::ZERO);
+            assert!(span.add_properties(list()).is_none());
+            spans.push(span);
+        }
+        let buffer = spans.as_ptr();
+        let mut root = SpanState::new("root".into(), target(), Role::Root, Instant::ZERO);
+        let root_list = list();
+        let root_list_at = &*root_list as *const Vec<_>;
+        assert!(root.add_properties(root_list).is_none());
+        let shared = Message::new(
+            Batch::Shared { spans: std::sync::Arc::new(Vec::new()), ids: crate::data::batch::IdMap::Keep },
+            target(),
+            Role::Child,
+            0,
+        );
+        let parts = [
+            Kept::new(Message::local_batch(spans, 2, target())),
+            Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO })),
+            Kept::new(shared),
+        ];
+        let mut history = History::default();
+        let mut released = Released::default();
+        history.keep(parts, usize::MAX, &mut released);
+        assert!(released.buffers.is_empty() && released.lists.is_empty());
+        // A limit of nothing: every part makes room.
+        history.keep([], 0, &mut released);
+        assert!(history.is_empty() && history.bytes() == 0);
+        // The local batch's buffer, its spans' lists still in it (given back
+        // with the buffer), and the root's list; the shared batch, nothing.
+        assert_eq!(released.buffers.len(), 1);
+        assert_eq!(released.buffers[0].as_ptr(), buffer);
+        assert!(released.buffers[0].iter().all(|span| span.properties.is_some()));
+        assert_eq!(released.lists.len(), 1);
+        assert_eq!(&*released.lists[0] as *const Vec<_>, root_list_at);
+        released.recycle_here();
+        assert!(released.buffers.is_empty() && released.lists.is_empty());
+    }
 }

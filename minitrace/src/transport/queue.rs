@@ -54,7 +54,7 @@ struct ThreadQueue {
     queued: usize,
     /// What made room in the thread's history, between its eviction and
     /// its recycling; kept for its capacity.
-    evicted: Vec<Kept>,
+    evicted: crate::transport::history::Released,
 }
 
 /// Every live thread's handover, and the exited ones not yet harvested.
@@ -184,7 +184,7 @@ pub(crate) fn keep(entries: impl IntoIterator<Item = Kept>, limit: usize) {
             }
             None => cells.kept.extend(entries),
         });
-        crate::transport::history::recycle_here(evicted);
+        evicted.recycle_here();
     });
 }
 
@@ -333,7 +333,7 @@ fn register_thread() -> ThreadQueue {
         number: NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) as u32,
     });
     lock(&THREADS).push(thread.clone());
-    ThreadQueue { thread, queued: 0, evicted: Vec::new() }
+    ThreadQueue { thread, queued: 0, evicted: Default::default() }
 }
 
 /// Outboxes kept empty for threads (see [`harvest`]): enough for a few.

@@ -30,7 +30,7 @@ impl Collector {
     pub(super) fn harvest(&mut self, gathering: &mut Gathering) -> Cut {
         let limit = history::limit();
         let mut returning = std::mem::take(&mut self.to_return);
-        let mut evicted = Vec::new();
+        let mut evicted = history::Released::default();
         let mut leaving = Vec::new();
         let mut emptied = Vec::new();
         let mut cut = Vec::new();
@@ -39,8 +39,9 @@ impl Collector {
         queue::harvest(spares, |thread, mut cells, history, finished| {
             if let (Some(thread), Some(history)) = (thread, history) {
                 if limit == 0 || gathering.clear {
-                    evicted.extend(history.clear());
-                    evicted.append(&mut cells.kept);
+                    for kept in history.clear().into_iter().chain(cells.kept.drain(..)) {
+                        evicted.release(kept);
+                    }
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {
                         let (_, mut filed) = returning.swap_remove(at);
@@ -78,8 +79,9 @@ impl Collector {
         if limit > 0 {
             self.exited.keep(leaving, limit * EXITED_THREADS, &mut evicted);
         } else {
-            evicted.extend(leaving);
-            evicted.extend(self.exited.clear());
+            for kept in leaving.into_iter().chain(self.exited.clear()) {
+                evicted.release(kept);
+            }
         }
         if !gathering.is_idle() {
             for kept in self.exited.entries() {
@@ -90,7 +92,7 @@ impl Collector {
                 gathering.note_memory(memory);
             }
         }
-        history::recycle_anywhere(evicted);
+        evicted.recycle_anywhere();
         self.spare_outboxes(emptied);
         cut
     }
