@@ -178,8 +178,7 @@ fn orchestrate() {
         report.extend(lines);
     }
     // For `scripts/bench-report.py`, which puts it in BENCHMARKS.md.
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
-    let path = dir.join("criterion").join("export.md");
+    let path = report_dir::criterion_dir().join("export.md");
     let written = std::fs::create_dir_all(path.parent().unwrap())
         .and_then(|()| std::fs::write(&path, report.join("\n") + "\n"));
     if let Err(error) = written {
@@ -377,8 +376,10 @@ mod workload {
 #[path = "export_stacks/mod.rs"]
 mod stack;
 
+#[path = "export_receiver/mod.rs"]
+mod receiver;
 /// The collector stand-in: HTTP/1.1 on 127.0.0.1, every body decoded
 /// (OTLP protobuf or Jaeger Thrift Binary, by its content type) and its
 /// spans counted; `GET /count` tells the count.
-#[path = "export_receiver/mod.rs"]
-mod receiver;
+#[path = "report_dir/mod.rs"]
+mod report_dir;

@@ -327,11 +327,9 @@ fn write_delivery() {
     }
 }
 
-/// Where criterion writes its results, and the report script reads ours.
-fn criterion_dir() -> std::path::PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
-    dir.join("criterion")
-}
+#[path = "report_dir/mod.rs"]
+mod report_dir;
+use report_dir::criterion_dir;
 
 /// Retrieval after the fact: 2 threads fill 8 MiB of flight memory each
 /// with thrown-away requests (1 root + 9 local spans, flat out) until it

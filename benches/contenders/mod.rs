@@ -16,6 +16,8 @@
 // Each bench binary uses a part of this module.
 #![allow(dead_code)]
 
+#[path = "../report_dir/mod.rs"]
+mod report_dir;
 pub mod with_minitrace;
 pub mod with_otel;
 pub mod with_rustracing;
@@ -192,8 +194,7 @@ pub fn report_sinks() -> f64 {
         eprintln!("  {}: {}", contender.name(), contender.sink());
         sinks += &format!("{}\t{}\n", contender.name(), contender.sink());
     }
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| "target".into(), std::path::PathBuf::from);
-    let dir = dir.join("criterion");
+    let dir = report_dir::criterion_dir();
     let ledger = LEDGER.lock().unwrap();
     // Rows of groups this run did not measure (a filtered run) are kept.
     let mut delivery = String::from("group\tN\tcontender\tspans made\tspans received by the sink\n");

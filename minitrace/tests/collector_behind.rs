@@ -8,6 +8,7 @@
 //! after the big cut, which crosses nothing, is reported within the test's
 //! minute only if the collector comes back at once.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,8 @@ fn request(name: &'static str) {
 struct Shared {
     /// Root names reported, in order.
     roots: Vec<&'static str>,
+    /// Every span reported, by trace.
+    traces: HashMap<u128, Vec<SpanRecord>>,
     /// Which of the two holds the reporter is in (1, 2), or 0.
     holding: u8,
     /// Holds released so far.
@@ -46,6 +49,9 @@ impl Reporter for Holding {
     fn report(&mut self, spans: &[SpanRecord]) {
         let (lock, changed) = &*self.0;
         let mut shared = lock.lock().unwrap();
+        for span in spans {
+            shared.traces.entry(span.trace_id.0).or_default().push(span.clone());
+        }
         for span in spans.iter().filter(|span| span.parent_id.0 == 0) {
             shared.roots.push(match span.name.as_ref() {
                 "first" => "first",
@@ -119,7 +125,25 @@ fn a_cut_of_a_quarter_of_a_budget_brings_the_next_cycle_at_once() {
     wait_until(&shared, "\"after\" to be reported", |s| s.roots.contains(&"after"));
     flusher.join().unwrap();
     let (lock, _) = &*shared;
-    let roots = lock.lock().unwrap().roots.clone();
+    let shared = lock.lock().unwrap();
+    // Each trace whole, in one report or several: its root and 9 steps, each
+    // step a child of the root and inside its time.
+    assert_eq!(shared.traces.len(), BULK + 2);
+    for spans in shared.traces.values() {
+        let [root] = &spans.iter().filter(|span| span.parent_id.0 == 0).collect::<Vec<_>>()[..] else {
+            panic!("not one root: {spans:?}")
+        };
+        assert_eq!(spans.len(), 10, "{spans:?}");
+        for step in spans.iter().filter(|span| span.parent_id.0 != 0) {
+            assert_eq!((step.name.as_ref(), step.parent_id), ("step", root.span_id), "{spans:?}");
+            assert!(step.begin_time_unix_ns >= root.begin_time_unix_ns, "{spans:?}");
+            assert!(
+                step.begin_time_unix_ns + step.duration_ns <= root.begin_time_unix_ns + root.duration_ns,
+                "{spans:?}"
+            );
+        }
+    }
+    let roots = shared.roots.clone();
     assert_eq!(roots.iter().filter(|root| **root == "first").count(), 1);
     assert_eq!(roots.iter().filter(|root| **root == "bulk").count(), BULK);
     assert_eq!(roots.iter().filter(|root| **root == "after").count(), 1);

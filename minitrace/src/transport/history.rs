@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
 use crate::data::record::PropertyList;
+use crate::data::span_state::Extra;
 use crate::data::target::Targets;
 use crate::transport::message::{EndedSpan, Message, Parts};
 use crate::transport::{property_lists, span_buffers, stats};
@@ -80,9 +81,8 @@ impl History {
 
     /// Keeps `entries`; what made room for them (the oldest parts) is let
     /// go into `released`, for the caller to recycle outside the handover's
-    /// write. What made room is counted in the
-    /// counters of the thread that runs this (no shared read-modify-write
-    /// on a traced thread).
+    /// write. What made room is counted in the counters of the thread that
+    /// runs this (no shared read-modify-write on a traced thread).
     pub(crate) fn keep(
         &mut self,
         entries: impl IntoIterator<Item = Kept>,
@@ -147,43 +147,51 @@ pub(crate) fn overwritten() -> (u64, u64) {
     stats::overwritten()
 }
 
-/// What parts let go still hold that serves again: span buffers, and the
-/// property lists of roots (a local batch's spans give theirs back with
-/// the buffer). Moved here in a few words a part, where a part is ~100
-/// bytes, to be recycled outside the handover's write.
+/// What parts let go still hold that serves again: span buffers (their
+/// spans' property lists in them), and roots' boxes of rare fields (their
+/// lists in them). Moved here in a word a part, where a part is ~100 bytes;
+/// taken apart and recycled outside the handover's write, which stays a
+/// few moves long.
 #[derive(Default)]
 pub(crate) struct Released {
     buffers: Vec<Vec<RawSpan>>,
-    lists: Vec<PropertyList>,
+    // The boxes themselves are what is recycled: the allocations.
+    #[allow(clippy::vec_box)]
+    extras: Vec<Box<Extra>>,
 }
 
 impl Released {
     /// Lets a part go: what serves again is kept here, the rest dropped
-    /// where it is (a root's box of rare fields goes back to this thread's
-    /// spares as it is emptied).
+    /// where it is.
     pub(crate) fn release(&mut self, kept: Kept) {
         match kept.message {
             Message::Parts(Parts { batch: Batch::Local { spans, .. }, .. }) => self.buffers.push(spans),
-            Message::Ended(EndedSpan { state, .. }) => self.lists.extend(state.into_properties()),
+            Message::Ended(EndedSpan { mut state, .. }) => self.extras.extend(state.take_extra()),
             Message::Parts(_) => {}
         }
     }
 
     /// Recycles on this thread: the buffers serve its next lines, the lists
-    /// its next properties. Left empty, its capacity kept for next time.
+    /// and boxes its next properties. Left empty, its capacity kept for
+    /// next time.
     pub(crate) fn recycle_here(&mut self) {
         for spans in self.buffers.drain(..) {
             span_buffers::give_back_locally(spans);
         }
-        for list in self.lists.drain(..) {
-            property_lists::give_back_locally(list);
+        for extra in self.extras.drain(..) {
+            // The box goes to this thread's spares as it is emptied.
+            if let (_, Some(list), _) = extra.into_parts() {
+                property_lists::give_back_locally(list);
+            }
         }
     }
 
     /// Recycles from the collector's thread: to the shared pools.
     pub(crate) fn recycle_anywhere(mut self) {
         span_buffers::recycle(&mut self.buffers);
-        property_lists::recycle(&mut self.lists);
+        let mut lists: Vec<PropertyList> =
+            self.extras.drain(..).filter_map(|extra| extra.into_parts().1).collect();
+        property_lists::recycle(&mut lists);
     }
 }
 
@@ -252,18 +260,20 @@ mod tests {
         let mut history = History::default();
         let mut released = Released::default();
         history.keep(parts, usize::MAX, &mut released);
-        assert!(released.buffers.is_empty() && released.lists.is_empty());
+        assert!(released.buffers.is_empty() && released.extras.is_empty());
         // A limit of nothing: every part makes room.
         history.keep([], 0, &mut released);
         assert!(history.is_empty() && history.bytes() == 0);
         // The local batch's buffer, its spans' lists still in it (given back
-        // with the buffer), and the root's list; the shared batch, nothing.
+        // with the buffer), and the root's box, its list in it; the shared
+        // batch, nothing.
         assert_eq!(released.buffers.len(), 1);
         assert_eq!(released.buffers[0].as_ptr(), buffer);
         assert!(released.buffers[0].iter().all(|span| span.properties.is_some()));
-        assert_eq!(released.lists.len(), 1);
-        assert_eq!(&*released.lists[0] as *const Vec<_>, root_list_at);
+        assert_eq!(released.extras.len(), 1);
+        let (_, list, _) = released.extras.pop().unwrap().into_parts();
+        assert_eq!(list.as_deref().map(|list| list as *const Vec<_>), Some(root_list_at));
         released.recycle_here();
-        assert!(released.buffers.is_empty() && released.lists.is_empty());
+        assert!(released.buffers.is_empty() && released.extras.is_empty());
     }
 }
