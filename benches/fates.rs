@@ -1,10 +1,11 @@
 //! What a request costs by its trace's fate: 1 root + 9 local spans, kept
 //! (reported; also with the lossless policy, `wait_when_queue_full`),
 //! thrown away by the latency threshold (also with the flight recorder
-//! keeping it) or by `cancel()`, left
+//! keeping it, in 8 MiB per thread and in 256 KiB) or by `cancel()`, left
 //! out by head sampling, or begun with recording switched off at run time;
 //! beside the same request untraced, the clock floor (the 20 clock reads
-//! alone), fastrace 0.7 reporting it and cancelling its root (its way to
+//! alone), the recorder floor (those reads, and each span's 64 bytes
+//! written into an 8 MiB ring per thread), fastrace 0.7 reporting it and cancelling its root (its way to
 //! throw a trace away), and tokio `tracing` with a bare `Registry`.
 //!
 //! Each row runs with 1 and with 2 producer threads at once (long-lived,
@@ -134,7 +135,68 @@ fn tracing_registry(step: Option<Step>) -> u64 {
     criterion::black_box(last)
 }
 
-fn rows() -> [Row; 12] {
+/// The least a recorder that keeps every span of a 64-byte layout in 8 MiB
+/// per thread does: the clock floor's reads, each span's 64 bytes written
+/// where it is kept, in a ring that cycles through the 8 MiB (so every write
+/// lands on memory last touched 8 MiB of spans earlier). No ids, no
+/// bookkeeping, nothing retrievable: a floor, not a recorder.
+mod ring_floor {
+    use std::cell::Cell;
+
+    /// One kept span, the size of one of ours.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(64))]
+    pub struct Slot {
+        pub start: minstant::Instant,
+        pub end: minstant::Instant,
+        pub id: u64,
+        pub parent: u64,
+        pub name: &'static str,
+        pub trace: u64,
+        pub index: u64,
+    }
+
+    pub const BYTES: usize = 8 << 20;
+    const SLOTS: usize = BYTES / std::mem::size_of::<Slot>();
+
+    thread_local! {
+        static RING: Cell<(*mut Slot, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
+    }
+
+    /// Writes `slot` at the thread's next place in its ring.
+    #[inline(always)]
+    pub fn keep(slot: Slot) {
+        RING.with(|ring| {
+            let (mut base, next) = ring.get();
+            if base.is_null() {
+                // Leaked on purpose: the producers live as long as the bench.
+                base = Box::leak(vec![slot; SLOTS].into_boxed_slice()).as_mut_ptr();
+            }
+            // SAFETY: `base` points at this thread's `SLOTS` slots and
+            // `next < SLOTS`; no other thread sees them.
+            unsafe { base.add(next).write(slot) };
+            ring.set((base, (next + 1) % SLOTS));
+        });
+    }
+}
+
+fn ring_floor(step: Option<Step>) -> u64 {
+    use ring_floor::{keep, Slot};
+    let trace = criterion::black_box(7);
+    let root = minstant::Instant::now_unordered();
+    let last = (0..CHILDREN).fold(0, |previous, index| {
+        let start = minstant::Instant::now_unordered();
+        let result = work(step, previous);
+        let end = minstant::Instant::now_unordered();
+        keep(Slot { start, end, id: index as u64 + 1, parent: 0, name: "step", trace, index: index as u64 });
+        result
+    });
+    let end = minstant::Instant::now_unordered();
+    keep(Slot { start: root, end, id: 0, parent: 0, name: "request", trace, index: 0 });
+    criterion::black_box(last)
+}
+
+fn rows() -> [Row; 14] {
     [
         Row { name: "untraced", setup: nothing, request: untraced, flush: nothing },
         Row { name: "clock floor (20 clock reads)", setup: nothing, request: clock_floor, flush: nothing },
@@ -170,6 +232,24 @@ fn rows() -> [Row; 12] {
             },
             request: ours,
             flush: minitrace::flush,
+        },
+        Row {
+            name:
+                "minitrace (this workspace), thrown away by threshold, flight recorder on, 256 KiB per thread",
+            setup: || {
+                configure_ours(
+                    minitrace::collector::Config::default().report_slow_traces_only(Duration::from_secs(1)),
+                );
+                minitrace::recorder::FlightRecorder::new().bytes_per_thread(256 << 10).enable();
+            },
+            request: ours,
+            flush: minitrace::flush,
+        },
+        Row {
+            name: "recorder floor (clock reads, 64 bytes a span into an 8 MiB ring)",
+            setup: nothing,
+            request: ring_floor,
+            flush: nothing,
         },
         Row {
             name: "minitrace (this workspace), thrown away by cancel()",
