@@ -53,10 +53,12 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     } else if limit > 0 {
         // Kept for the flight recorder, as recorded: the root too.
         thrown_away += 1;
-        let root = Kept::new(Message::Ended(EndedSpan { state: root, end }));
-        let batch = waiting.map(|waiting| Kept::new(waiting.into_message()));
+        let mut parts = [
+            waiting.map(|waiting| Kept::new(waiting.into_message())),
+            Some(Kept::new(Message::Ended(EndedSpan { state: root, end }))),
+        ];
         stats::count_sampled_out_here(thrown_away);
-        return queue::keep(batch.into_iter().chain([root]), limit);
+        return queue::keep(&mut parts, limit);
     } else {
         thrown_away += 1;
         if let Some(list) = root.into_properties() {
@@ -65,7 +67,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     }
     match waiting {
         // This thread's part of an escaped trace: kept for the recorder.
-        Some(waiting) if limit > 0 => queue::keep([Kept::new(waiting.into_message())], limit),
+        Some(waiting) if limit > 0 => queue::keep(&mut [Some(Kept::new(waiting.into_message()))], limit),
         Some(waiting) => span_buffers::give_back_locally(waiting.spans),
         None => {}
     }

@@ -95,20 +95,21 @@ impl History {
         }
         let (mut parts, mut spans) = (0, 0);
         while self.bytes > limit {
-            let Some(oldest) = self.entries.pop_front() else { break };
             // A root kept right after its trace's local spans goes with
             // them: held alone, it would stand for a whole trace.
-            let root_goes_too = match &oldest.message {
-                Message::Parts(Parts { targets: Targets::One(target), .. }) => self
+            let root_goes_too = match self.entries.front().map(|oldest| &oldest.message) {
+                Some(Message::Parts(Parts { targets: Targets::One(target), .. })) => self
                     .entries
-                    .front()
+                    .get(1)
                     .and_then(Kept::root)
                     .is_some_and(|root| root.state.trace_id() == target.trace_id()),
-                _ => false,
+                Some(_) => false,
+                None => break,
             };
-            for gone in
-                std::iter::once(oldest).chain(root_goes_too.then(|| self.entries.pop_front()).flatten())
-            {
+            // Popped straight into `release`, one at a time: not moved
+            // through an iterator first.
+            for _ in 0..1 + usize::from(root_goes_too) {
+                let Some(gone) = self.entries.pop_front() else { break };
                 self.bytes -= gone.bytes;
                 parts += 1;
                 spans += gone.message.span_count() as u64;
