@@ -202,6 +202,24 @@ fn spans_across_threads(c: &mut Criterion) {
             })
         })
     });
+    // The design's floor (see `design_floor::SharedSpan`): the state, the
+    // ordered end, one push into the ending thread's ring, the record.
+    group.bench_function(design_floor::SHARED_ROW, |b| {
+        b.iter_custom(|iters| {
+            without_hand_off(&mut || {
+                let spans = iters * (children as u64 + 1);
+                let delivered = || Some(design_floor::delivered());
+                measure_row(name, "", design_floor::SHARED_ROW, spans, delivered, design_floor::flush, || {
+                    for _ in 0..iters {
+                        let root = design_floor::SharedSpan::root("root");
+                        let spans: Vec<_> = (0..children).map(|_| root.child("child")).collect();
+                        worker.finish(Box::new(spans));
+                        drop(root);
+                    }
+                })
+            })
+        })
+    });
     for &contender in all() {
         group.bench_function(contender.name(), |b| {
             b.iter_custom(|iters| {

@@ -14,6 +14,12 @@
 //! cost is the design's; what this workspace's row costs on top is what
 //! its API and guarantees add, and its implementation.
 //!
+//! For the group of thread-safe spans ended on another thread,
+//! [`SharedSpan`] is the same floor: the state a span begun on one thread
+//! and ended on another carries (ids, name, start), the ordered clock
+//! reading at its end, one push into the ending thread's ring, and a
+//! record made of it by the collector.
+//!
 //! A second row, [`request_recording_here`], moves the one piece of work
 //! the design could place elsewhere: it makes the records on the traced
 //! thread, so that the collector hands them on without reading them.
@@ -32,6 +38,8 @@ use minstant::{Anchor, Instant};
 
 /// The row name in the request groups.
 pub const ROW: &str = "design floor (a minimal tracer of this design)";
+/// The row of [`SharedSpan`] in the group of spans ended on another thread.
+pub const SHARED_ROW: &str = "design floor (a minimal tracer of this design)";
 /// The row of [`request_recording_here`].
 pub const RECORDING_HERE_ROW: &str = "design floor, records made on the traced thread";
 
@@ -75,6 +83,7 @@ thread_local! {
     /// [`request_recording_here`]'s span buffer, which never leaves the thread.
     static KEPT_BUFFER: Cell<Vec<LocalSpan>> = const { Cell::new(Vec::new()) };
     static RECORD_RING: RefCell<Option<rtrb::Producer<Record>>> = const { RefCell::new(None) };
+    static ENDED_RING: RefCell<Option<rtrb::Producer<Ended>>> = const { RefCell::new(None) };
     /// Made once: a real tracer would renew it now and then.
     static ANCHOR: Anchor = Anchor::new();
 }
@@ -86,6 +95,7 @@ type Record = ManuallyDrop<SpanRecord>;
 static RECORD_RINGS: Mutex<Vec<rtrb::Consumer<Record>>> = Mutex::new(Vec::new());
 
 static RINGS: Mutex<Vec<rtrb::Consumer<Trace>>> = Mutex::new(Vec::new());
+static ENDED_RINGS: Mutex<Vec<rtrb::Consumer<Ended>>> = Mutex::new(Vec::new());
 /// Emptied span buffers, given back by the collector once per cycle, and
 /// whether there are any: so that an empty pool costs a load, not the lock.
 static RETURNED_BUFFERS: Mutex<Vec<Vec<LocalSpan>>> = Mutex::new(Vec::new());
@@ -170,6 +180,49 @@ impl Drop for StepSpan {
             if let Some(span) = line.borrow_mut().get_mut(self.index) {
                 span.end = Instant::now_unordered();
             }
+        })
+    }
+}
+
+/// A thread-safe span of the floor: what it must carry from the thread that
+/// begins it to the one that ends it.
+#[derive(Debug)]
+pub struct SharedSpan {
+    trace_id: TraceId,
+    id: SpanId,
+    parent_id: SpanId,
+    begin: Instant,
+    name: &'static str,
+}
+
+/// A [`SharedSpan`] ended: what the collector reads.
+struct Ended {
+    span: SharedSpan,
+    end: Instant,
+}
+
+impl SharedSpan {
+    /// A root of a new trace.
+    pub fn root(name: &'static str) -> SharedSpan {
+        let begin = Instant::now_unordered();
+        SharedSpan { trace_id: TraceId::random(), id: SpanId::random(), parent_id: SpanId(0), begin, name }
+    }
+
+    /// A child of `self`, which may end on any thread.
+    pub fn child(&self, name: &'static str) -> SharedSpan {
+        let begin = Instant::now_unordered();
+        SharedSpan { trace_id: self.trace_id, id: SpanId::random(), parent_id: self.id, begin, name }
+    }
+}
+
+impl Drop for SharedSpan {
+    fn drop(&mut self) {
+        // Ordered: it is compared with a start read on another thread.
+        let end = Instant::now();
+        let span = SharedSpan { ..*self };
+        with_producer(&ENDED_RING, &ENDED_RINGS, RING_CAPACITY * 8, |producer| {
+            // A full ring loses the span, which the ledger notices.
+            let _ = producer.push(Ended { span, end });
         })
     }
 }
@@ -271,6 +324,15 @@ fn run_collector() {
                 }
             }
         }
+        for ring in ENDED_RINGS.lock().unwrap().iter_mut() {
+            let Ok(chunk) = ring.read_chunk(ring.slots()) else { continue };
+            for ended in chunk {
+                outbox.push(shared_record(ended, &anchor));
+                if outbox.len() >= REPORT_BATCH {
+                    report(&mut outbox);
+                }
+            }
+        }
         report(&mut outbox);
         for ring in RECORD_RINGS.lock().unwrap().iter_mut() {
             let Ok(chunk) = ring.read_chunk(ring.slots()) else { continue };
@@ -293,6 +355,24 @@ fn add_records(mut trace: Trace, anchor: &Anchor, outbox: &mut Vec<SpanRecord>) 
     prefetch(&trace.children);
     outbox.extend(records(&mut trace, anchor));
     trace.children
+}
+
+/// The record of an ended [`SharedSpan`].
+fn shared_record(Ended { span, end }: Ended, anchor: &Anchor) -> SpanRecord {
+    let begin_ns = span.begin.as_unix_nanos(anchor);
+    let record = SpanRecord {
+        trace_id: span.trace_id,
+        span_id: span.id,
+        parent_id: span.parent_id,
+        begin_time_unix_ns: begin_ns,
+        duration_ns: end.as_unix_nanos(anchor).saturating_sub(begin_ns),
+        name: Cow::Borrowed(span.name),
+        properties: Vec::new(),
+        events: Vec::new(),
+    };
+    // Already recorded: its drop would record it again.
+    std::mem::forget(span);
+    record
 }
 
 /// A trace's records, its root last, draining its children.
