@@ -126,6 +126,19 @@ fn scattered() -> Vec<SpanRecord> {
     records
 }
 
+/// The records many times over, each copy its own traces: requests of
+/// hundreds of kilobytes, whose lengths take 3 bytes.
+fn many() -> Vec<SpanRecord> {
+    (0..200u128)
+        .flat_map(|copy| {
+            records().into_iter().map(move |mut record| {
+                record.trace_id.0 = record.trace_id.0.wrapping_add(copy << 64);
+                record
+            })
+        })
+        .collect()
+}
+
 fn encoder(max_spans: usize, max_bytes: usize) -> Encoder {
     Encoder {
         resource: Resource {
@@ -148,13 +161,15 @@ fn wire(encoder: &Encoder) -> WireEncoder {
 
 #[test]
 fn decodes_to_what_opentelemetry_proto_would_send() {
-    for records in [records(), scattered()] {
+    for records in [records(), scattered(), many()] {
         decodes_as_opentelemetry_proto(&records);
     }
 }
 
 fn decodes_as_opentelemetry_proto(records: &[SpanRecord]) {
-    for (max_spans, max_bytes) in [(2048, 1 << 20), (1, usize::MAX), (3, usize::MAX), (usize::MAX, 400)] {
+    // 100 bytes: every span is larger, and goes alone.
+    let bounds = [(2048, 1 << 20), (1, usize::MAX), (3, usize::MAX), (usize::MAX, 400), (usize::MAX, 100)];
+    for (max_spans, max_bytes) in bounds {
         let encoder = encoder(max_spans, max_bytes);
         let expected = encoder.requests(records);
         let mut bodies: Vec<(Vec<u8>, usize)> = Vec::new();
