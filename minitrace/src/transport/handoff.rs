@@ -47,8 +47,14 @@ impl<M, E> Cells<M, E> {
         self.outbox.is_empty() && self.kept.is_empty()
     }
 
-    /// Appends `later`'s content after this one's.
+    /// Appends `later`'s content after this one's. Inlined with its test
+    /// for nothing to append, which is what every write but the first
+    /// after a harvest finds (PERFORMANCE.md, "The per-thread handover").
+    #[inline]
     fn absorb(&mut self, later: &mut Cells<M, E>) {
+        if later.is_empty() {
+            return;
+        }
         self.outbox.append(&mut later.outbox);
         self.kept.append(&mut later.kept);
     }
