@@ -222,8 +222,10 @@ fn futures_are_traced_across_polls_and_threads() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     runtime.block_on(
         async {
-            // Pending once, then ready: a local span per poll.
-            tokio::time::sleep(Duration::from_millis(1)).enter_on_poll("polled").await;
+            // Pending once, then ready: a local span per poll. (A short
+            // sleep was ready at its first poll when the thread was
+            // preempted past its deadline, as on a loaded machine.)
+            tokio::task::yield_now().enter_on_poll("polled").await;
             let _local = LocalSpan::enter_with_local_parent("after await");
             let child = Span::enter_with_local_parent("spawned");
             // Recorded on whichever worker thread polls the spawned task.
