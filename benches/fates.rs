@@ -5,8 +5,9 @@
 //! out by head sampling, or begun with recording switched off at run time;
 //! beside the same request untraced, the clock floor (the 20 clock reads
 //! alone), the recorder floor (those reads, and each span's 64 bytes
-//! written into an 8 MiB ring per thread), fastrace 0.7 reporting it and cancelling its root (its way to
-//! throw a trace away), and tokio `tracing` with a bare `Registry`.
+//! written into an 8 MiB ring per thread), fastrace 0.7 reporting it and
+//! cancelling its root (its way to throw a trace away), and tokio
+//! `tracing` with a bare `Registry`.
 //!
 //! Each row runs with 1 and with 2 producer threads at once (long-lived,
 //! as a server's workers are), with steps of ~33 ns between the spans and
@@ -156,7 +157,7 @@ mod ring_floor {
         pub index: u64,
     }
 
-    pub const BYTES: usize = 8 << 20;
+    const BYTES: usize = 8 << 20;
     const SLOTS: usize = BYTES / std::mem::size_of::<Slot>();
 
     thread_local! {

@@ -204,12 +204,12 @@ fn spans_across_threads(c: &mut Criterion) {
     });
     // The design's floor (see `design_floor::SharedSpan`): the state, the
     // ordered end, one push into the ending thread's ring, the record.
-    group.bench_function(design_floor::SHARED_ROW, |b| {
+    group.bench_function(design_floor::ROW, |b| {
         b.iter_custom(|iters| {
             without_hand_off(&mut || {
                 let spans = iters * (children as u64 + 1);
                 let delivered = || Some(design_floor::delivered());
-                measure_row(name, "", design_floor::SHARED_ROW, spans, delivered, design_floor::flush, || {
+                measure_row(name, "", design_floor::ROW, spans, delivered, design_floor::flush, || {
                     for _ in 0..iters {
                         let root = design_floor::SharedSpan::root("root");
                         let spans: Vec<_> = (0..children).map(|_| root.child("child")).collect();

@@ -63,6 +63,7 @@ RETRIEVAL_GROUP = "retrieval of one trace from 2 threads x 8 MiB"
 GROUP_ORDER += [BRIDGE_GROUP, OTLP_GROUP, OTLP_BATCH_GROUP, RETRIEVAL_GROUP]
 FATES_REFERENCE = "minitrace (this workspace), reporting all"
 FLOOR = "clock floor (20 clock reads)"
+RECORDER_FLOOR = "recorder floor (clock reads, 64 bytes a span into an 8 MiB ring)"
 
 # What each group's workload is, printed under its heading. Descriptions
 # only: sentences about results are computed (findings()).
@@ -444,7 +445,7 @@ def fates_findings(functions):
             f"With the flight recorder keeping each request, a request thrown away adds "
             f"×{(recorded - base) / (plain - base):.2f} what it adds without it."
         )
-    ring = next((values.get("") for name, values in functions.items() if name.startswith("recorder floor")), None)
+    ring = functions.get(RECORDER_FLOOR, {}).get("")
     if ring is not None:
         sentences.append(
             f"The recorder floor (64 bytes a span written into an 8 MiB ring) adds ×{(ring - base) / (floor - base):.2f}."

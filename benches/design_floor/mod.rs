@@ -36,10 +36,9 @@ use minitrace::collector::{SpanId, SpanRecord, TraceId};
 use minitrace_suite::Step;
 use minstant::{Anchor, Instant};
 
-/// The row name in the request groups.
+/// The row name in the request groups, and of [`SharedSpan`] in the group
+/// of spans ended on another thread.
 pub const ROW: &str = "design floor (a minimal tracer of this design)";
-/// The row of [`SharedSpan`] in the group of spans ended on another thread.
-pub const SHARED_ROW: &str = "design floor (a minimal tracer of this design)";
 /// The row of [`request_recording_here`].
 pub const RECORDING_HERE_ROW: &str = "design floor, records made on the traced thread";
 
@@ -197,9 +196,17 @@ pub struct SharedSpan {
 
 /// A [`SharedSpan`] ended: what the collector reads.
 struct Ended {
-    span: SharedSpan,
+    trace_id: TraceId,
+    id: SpanId,
+    parent_id: SpanId,
+    begin: Instant,
     end: Instant,
+    name: &'static str,
 }
+
+/// Ended spans a thread's ring holds: as many as [`RING_CAPACITY`] traces
+/// of 8 spans would.
+const ENDED_RING_CAPACITY: usize = RING_CAPACITY * 8;
 
 impl SharedSpan {
     /// A root of a new trace.
@@ -219,10 +226,10 @@ impl Drop for SharedSpan {
     fn drop(&mut self) {
         // Ordered: it is compared with a start read on another thread.
         let end = Instant::now();
-        let span = SharedSpan { ..*self };
-        with_producer(&ENDED_RING, &ENDED_RINGS, RING_CAPACITY * 8, |producer| {
+        let SharedSpan { trace_id, id, parent_id, begin, name } = *self;
+        with_producer(&ENDED_RING, &ENDED_RINGS, ENDED_RING_CAPACITY, |producer| {
             // A full ring loses the span, which the ledger notices.
-            let _ = producer.push(Ended { span, end });
+            let _ = producer.push(Ended { trace_id, id, parent_id, begin, end, name });
         })
     }
 }
@@ -358,21 +365,18 @@ fn add_records(mut trace: Trace, anchor: &Anchor, outbox: &mut Vec<SpanRecord>) 
 }
 
 /// The record of an ended [`SharedSpan`].
-fn shared_record(Ended { span, end }: Ended, anchor: &Anchor) -> SpanRecord {
-    let begin_ns = span.begin.as_unix_nanos(anchor);
-    let record = SpanRecord {
-        trace_id: span.trace_id,
-        span_id: span.id,
-        parent_id: span.parent_id,
+fn shared_record(ended: Ended, anchor: &Anchor) -> SpanRecord {
+    let begin_ns = ended.begin.as_unix_nanos(anchor);
+    SpanRecord {
+        trace_id: ended.trace_id,
+        span_id: ended.id,
+        parent_id: ended.parent_id,
         begin_time_unix_ns: begin_ns,
-        duration_ns: end.as_unix_nanos(anchor).saturating_sub(begin_ns),
-        name: Cow::Borrowed(span.name),
+        duration_ns: ended.end.as_unix_nanos(anchor).saturating_sub(begin_ns),
+        name: Cow::Borrowed(ended.name),
         properties: Vec::new(),
         events: Vec::new(),
-    };
-    // Already recorded: its drop would record it again.
-    std::mem::forget(span);
-    record
+    }
 }
 
 /// A trace's records, its root last, draining its children.

@@ -281,6 +281,37 @@ impl<M, E, H> Main<M, E, H> {
     }
 }
 
+/// What the thread side keeps in order, outside the model checker.
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+
+    /// What a thread keeps while a harvest runs waits in a deferred cell;
+    /// its first write after the harvest absorbs it, so that the history
+    /// receives it before what the thread keeps later (the history is
+    /// oldest first: the harvest would take it only after).
+    #[test]
+    fn a_write_after_a_harvest_first_absorbs_what_waited() {
+        let hub = Hub::new();
+        let handoff: Handoff<u32, u32, Vec<u32>> = Handoff::default();
+        let keep = |value: u32| {
+            handoff.write(&hub, |cells, history| match history {
+                Some(history) => {
+                    history.append(&mut cells.kept);
+                    history.push(value);
+                }
+                None => cells.kept.push(value),
+            })
+        };
+        keep(1);
+        // Written while the harvest runs (its `take` ignores the thread).
+        hub.harvest(|| vec![&handoff], |handoff| *handoff, |_, _, _, _| keep(2));
+        keep(3);
+        // SAFETY: no harvest runs and no other thread holds the handoff.
+        handoff.main.with_mut(|main| assert_eq!(unsafe { &(*main).history }, &[1, 2, 3]));
+    }
+}
+
 /// The protocol under the model checker: `cargo test -p minitrace --release
 /// --lib --features loom loom` explores every interleaving (and
 /// every reordering the memory model allows) of traced threads writing
