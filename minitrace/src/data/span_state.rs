@@ -61,10 +61,9 @@ pub(crate) struct Extra {
 /// pool, and an empty one takes a batch from it.
 mod spare {
     use std::cell::RefCell;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
 
     use super::Extra;
+    use crate::util::pool::{SharedPool, Weighed};
 
     /// Boxes the pool keeps (~100 bytes each: ~1.6 MiB); more are freed.
     pub(super) const POOL_BOXES: usize = 1 << 14;
@@ -73,10 +72,14 @@ mod spare {
     /// A box keeps room for at most this many further parents.
     pub(super) const MAX_KEPT_TARGETS: usize = 4;
 
-    static POOLED: AtomicUsize = AtomicUsize::new(0);
-    // The boxes themselves are what is recycled: the allocations.
-    #[allow(clippy::vec_box)]
-    pub(super) static POOL: Mutex<Vec<Box<Extra>>> = Mutex::new(Vec::new());
+    pub(super) static POOL: SharedPool<Box<Extra>> = SharedPool::new(POOL_BOXES);
+
+    /// A box counts for one.
+    impl Weighed for Box<Extra> {
+        fn weight(&self) -> usize {
+            1
+        }
+    }
 
     thread_local! {
         #[allow(clippy::vec_box)]
@@ -88,11 +91,8 @@ mod spare {
         CACHE
             .try_with(|cache| {
                 let mut cache = cache.try_borrow_mut().ok()?;
-                if cache.is_empty() && POOLED.load(Ordering::Relaxed) > 0 {
-                    let mut pool = crate::util::lock(&POOL);
-                    let keep = pool.len().saturating_sub(BATCH);
-                    cache.extend(pool.drain(keep..));
-                    POOLED.store(pool.len(), Ordering::Relaxed);
+                if cache.is_empty() {
+                    POOL.refill(&mut cache, BATCH);
                 }
                 cache.pop()
             })
@@ -106,13 +106,9 @@ mod spare {
             let Ok(mut cache) = cache.try_borrow_mut() else { return };
             cache.push(extra);
             if cache.len() > 2 * BATCH {
-                let mut pool = crate::util::lock(&POOL);
-                let room = POOL_BOXES.saturating_sub(pool.len()).min(BATCH);
+                // What finds no room in the pool is freed.
                 let from = cache.len() - BATCH;
-                pool.extend(cache.drain(from..from + room));
-                // What found no room is freed.
-                cache.truncate(from);
-                POOLED.store(pool.len(), Ordering::Relaxed);
+                POOL.put_tail(&mut cache, from, |_| true);
             }
         });
     }
@@ -483,7 +479,7 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(boxes, 0);
-        assert!(crate::util::lock(&spare::POOL).len() <= spare::POOL_BOXES);
+        assert!(spare::POOL.len() <= spare::POOL_BOXES);
     }
 
     #[test]

@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
-use crate::data::record::PropertyList;
 use crate::data::span_state::Extra;
 use crate::data::target::Targets;
 use crate::transport::message::{EndedSpan, Message, Parts};
@@ -190,8 +189,12 @@ impl Released {
     /// Recycles from the collector's thread: to the shared pools.
     pub(crate) fn recycle_anywhere(mut self) {
         span_buffers::recycle(&mut self.buffers);
-        let mut lists: Vec<PropertyList> =
-            self.extras.drain(..).filter_map(|extra| extra.into_parts().1).collect();
+        let mut lists: Vec<property_lists::Pooled> = self
+            .extras
+            .drain(..)
+            .filter_map(|extra| extra.into_parts().1)
+            .map(property_lists::Pooled::new)
+            .collect();
         property_lists::recycle(&mut lists);
     }
 }
@@ -222,6 +225,7 @@ mod tests {
     use super::*;
     use crate::data::batch::Role;
     use crate::data::id::{SpanId, TraceId};
+    use crate::data::record::PropertyList;
     use crate::data::span_state::SpanState;
     use crate::data::target::{Target, Targets};
     use crate::transport::message::EndedSpan;

@@ -8,10 +8,9 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use crate::data::record::PropertyList;
+use crate::util::pool::{SharedPool, Weighed};
 use crate::util::prefetch;
 
 /// Property slots (48 bytes each) the pool's lists hold in all: 6 MiB.
@@ -26,19 +25,29 @@ const REFILL: usize = 64;
 /// Lists with more room than this are freed rather than kept.
 const MAX_KEPT_CAPACITY: usize = 16;
 
-static POOLED: AtomicUsize = AtomicUsize::new(0);
-static POOL: Mutex<Pool> = Mutex::new(Pool { lists: Vec::new(), capacity: 0 });
-
-struct Pool {
-    /// Each list with its capacity, so that taking lists out of the pool
-    /// reads none of them.
-    lists: Vec<(PropertyList, usize)>,
-    /// The sum of the lists' capacities.
-    capacity: usize,
-}
+static POOL: SharedPool<Pooled> = SharedPool::new(POOL_CAPACITY);
 
 thread_local! {
-    static CACHE: RefCell<Vec<PropertyList>> = const { RefCell::new(Vec::new()) };
+    static CACHE: RefCell<Vec<Pooled>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A list as pools and caches keep it: with its capacity, read where the
+/// list was last written, so that taking lists out of the pool reads none
+/// of them.
+pub(crate) struct Pooled(PropertyList, usize);
+
+impl Pooled {
+    pub(crate) fn new(list: PropertyList) -> Pooled {
+        let capacity = list.capacity();
+        Pooled(list, capacity)
+    }
+}
+
+/// A list counts for its property slots.
+impl Weighed for Pooled {
+    fn weight(&self) -> usize {
+        self.1
+    }
 }
 
 /// Evaluates a user's properties closure into a recycled list; `None`
@@ -69,11 +78,11 @@ fn take() -> PropertyList {
         .try_with(|cache| {
             let mut cache = cache.try_borrow_mut().ok()?;
             if cache.is_empty() {
-                refill(&mut cache);
+                POOL.refill(&mut cache, REFILL);
             }
             let list = cache.pop();
             prefetch_next(&cache);
-            list
+            list.map(|Pooled(list, _)| list)
         })
         .ok()
         .flatten()
@@ -87,32 +96,13 @@ fn take() -> PropertyList {
 /// property lists"). The next list's box was asked for by the take
 /// before, so reading where its properties are is no miss.
 #[inline]
-fn prefetch_next(cache: &[PropertyList]) {
-    if let [.., after_next, _] = cache {
+fn prefetch_next(cache: &[Pooled]) {
+    if let [.., Pooled(after_next, _), _] = cache {
         prefetch::line(&**after_next);
     }
-    if let Some(next) = cache.last() {
+    if let Some(Pooled(next, _)) = cache.last() {
         // A list that holds no room has a dangling pointer: still a hint.
         prefetch::line(next.as_ptr());
-    }
-}
-
-/// Moves a batch of lists from the shared pool to this thread's cache. The
-/// pool's length is mirrored in an atomic, so that an empty pool costs a
-/// load, not the shared lock.
-#[cold]
-#[inline(never)]
-fn refill(cache: &mut Vec<PropertyList>) {
-    if POOLED.load(Ordering::Relaxed) > 0 {
-        let mut pool = crate::util::lock(&POOL);
-        let keep = pool.lists.len().saturating_sub(REFILL);
-        let mut taken = 0;
-        cache.extend(pool.lists.drain(keep..).map(|(list, capacity)| {
-            taken += capacity;
-            list
-        }));
-        pool.capacity -= taken;
-        POOLED.store(pool.lists.len(), Ordering::Relaxed);
     }
 }
 
@@ -125,36 +115,24 @@ pub(crate) fn give_back_locally(mut list: PropertyList) {
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
             if cache.len() < REFILL {
-                cache.push(list);
+                cache.push(Pooled::new(list));
             }
         }
     });
 }
 
-/// Returns lists (from the collector thread) to the shared pool, emptied.
-pub(crate) fn recycle(lists: &mut Vec<PropertyList>) {
+/// Returns lists (from the collector thread) to the shared pool, emptied;
+/// those of an unusual size, or past its bound, are freed. `lists` is left
+/// empty, its capacity kept.
+pub(crate) fn recycle(lists: &mut Vec<Pooled>) {
     if lists.is_empty() {
         return;
     }
-    // Emptied before the lock is taken.
-    lists.retain_mut(|list| {
-        let keep = usual_size(list.capacity());
-        if keep {
-            list.clear();
-        }
-        keep
-    });
-    let mut pool = crate::util::lock(&POOL);
-    let mut pooled = pool.capacity;
-    for list in lists.drain(..) {
-        let capacity = list.capacity();
-        if pooled + capacity <= POOL_CAPACITY {
-            pooled += capacity;
-            pool.lists.push((list, capacity));
-        }
+    // Emptied before the lock is taken: a property may own a string.
+    for Pooled(list, _) in lists.iter_mut() {
+        list.clear();
     }
-    pool.capacity = pooled;
-    POOLED.store(pool.lists.len(), Ordering::Relaxed);
+    POOL.put(lists, |Pooled(_, capacity)| usual_size(*capacity));
 }
 
 /// Whether a list is worth keeping: one that holds room for a property,
@@ -192,16 +170,17 @@ mod tests {
         assert!(usual_size(MAX_KEPT_CAPACITY));
         assert!(!usual_size(0));
         assert!(!usual_size(MAX_KEPT_CAPACITY + 1));
-        let mut lists = vec![Box::new(Vec::with_capacity(MAX_KEPT_CAPACITY + 1)), Box::new(Vec::new())];
+        let mut lists = vec![
+            Pooled::new(Box::new(Vec::with_capacity(MAX_KEPT_CAPACITY + 1))),
+            Pooled::new(Box::default()),
+        ];
         recycle(&mut lists);
         assert!(lists.is_empty());
         // Past the bound, lists are freed.
-        let mut many: Vec<PropertyList> =
-            (0..POOL_CAPACITY + 1).map(|_| Box::new(vec![("k".into(), "v".into())])).collect();
+        let mut many: Vec<Pooled> =
+            (0..POOL_CAPACITY + 1).map(|_| Pooled::new(Box::new(vec![("k".into(), "v".into())]))).collect();
         recycle(&mut many);
         assert!(many.is_empty());
-        let pool = crate::util::lock(&POOL);
-        assert!(pool.capacity <= POOL_CAPACITY);
-        assert_eq!(pool.capacity, pool.lists.iter().map(|(list, _)| list.capacity()).sum::<usize>());
+        assert!(POOL.weight() <= POOL_CAPACITY);
     }
 }

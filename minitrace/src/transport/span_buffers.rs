@@ -4,11 +4,10 @@
 //! them back in batches (PERFORMANCE.md, "Recycled span buffers").
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use crate::data::raw_span::RawSpan;
 use crate::transport::property_lists;
+use crate::util::pool::{SharedPool, Weighed};
 
 /// Span slots (64 bytes each) the shared pool keeps in all: 4 MiB. Buffers
 /// beyond that are freed.
@@ -21,13 +20,13 @@ const REFILL: usize = 32;
 /// Buffers with more capacity than this are freed rather than kept.
 const MAX_KEPT_CAPACITY: usize = 1024;
 
-static POOLED: AtomicUsize = AtomicUsize::new(0);
-static POOL: Mutex<Pool> = Mutex::new(Pool { buffers: Vec::new(), capacity: 0 });
+static POOL: SharedPool<Vec<RawSpan>> = SharedPool::new(POOL_CAPACITY);
 
-struct Pool {
-    buffers: Vec<Vec<RawSpan>>,
-    /// The sum of the buffers' capacities.
-    capacity: usize,
+/// A buffer counts for its span slots.
+impl Weighed for Vec<RawSpan> {
+    fn weight(&self) -> usize {
+        self.capacity()
+    }
 }
 
 thread_local! {
@@ -44,28 +43,13 @@ pub(crate) fn take() -> Vec<RawSpan> {
         .try_with(|cache| {
             let mut cache = cache.try_borrow_mut().ok()?;
             if cache.is_empty() {
-                refill(&mut cache);
+                POOL.refill(&mut cache, REFILL);
             }
             cache.pop()
         })
         .ok()
         .flatten()
         .unwrap_or_else(|| Vec::with_capacity(FRESH_CAPACITY))
-}
-
-/// Moves a batch of buffers from the shared pool to this thread's cache.
-/// The pool's length is mirrored in an atomic, so that an empty pool costs
-/// a load, not the shared lock.
-#[cold]
-#[inline(never)]
-fn refill(cache: &mut Vec<Vec<RawSpan>>) {
-    if POOLED.load(Ordering::Relaxed) > 0 {
-        let mut pool = crate::util::lock(&POOL);
-        let keep = pool.buffers.len().saturating_sub(REFILL);
-        pool.capacity -= pool.buffers[keep..].iter().map(Vec::capacity).sum::<usize>();
-        cache.extend(pool.buffers.drain(keep..));
-        POOLED.store(pool.buffers.len(), Ordering::Relaxed);
-    }
 }
 
 /// Keeps an emptied buffer on this thread for its next line, and the
@@ -89,34 +73,20 @@ pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
     });
 }
 
-/// Returns emptied buffers (from the collector thread) to the shared pool.
+/// Returns emptied buffers (from the collector thread) to the shared pool;
+/// those of an unusual size, or past its bound, are freed. `buffers` is
+/// left empty, its capacity kept.
 pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
     if buffers.is_empty() {
         return;
     }
-    let mut pool = crate::util::lock(&POOL);
-    // Sorted out where they lie, then added in one copy, not pushed one by
-    // one into lines the traced threads last read
-    // (PERFORMANCE.md, "Recycled span buffers").
-    let mut pooled = pool.capacity;
-    buffers.retain_mut(|buffer| {
-        let capacity = buffer.capacity();
-        let keep = worth_keeping(capacity, pooled);
+    POOL.put(buffers, |buffer| {
+        let keep = usual_size(buffer.capacity());
         if keep {
             buffer.clear();
-            pooled += capacity;
         }
         keep
     });
-    pool.capacity = pooled;
-    pool.buffers.append(buffers);
-    POOLED.store(pool.buffers.len(), Ordering::Relaxed);
-}
-
-/// Whether a buffer of `capacity` goes to a pool holding `pooled` slots: one
-/// of a usual size, within the pool's bound.
-fn worth_keeping(capacity: usize, pooled: usize) -> bool {
-    usual_size(capacity) && pooled + capacity <= POOL_CAPACITY
 }
 
 /// Whether a buffer is worth keeping at all: not an unallocated one (handing
@@ -130,11 +100,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pool_keeps_only_allocated_buffers_of_a_usual_size_within_its_bound() {
-        assert!(worth_keeping(FRESH_CAPACITY, 0));
-        assert!(worth_keeping(MAX_KEPT_CAPACITY, POOL_CAPACITY - MAX_KEPT_CAPACITY));
-        assert!(!worth_keeping(0, 0));
-        assert!(!worth_keeping(MAX_KEPT_CAPACITY + 1, 0));
-        assert!(!worth_keeping(FRESH_CAPACITY, POOL_CAPACITY - FRESH_CAPACITY + 1));
+    fn only_allocated_buffers_of_a_usual_size_are_kept() {
+        assert!(usual_size(FRESH_CAPACITY));
+        assert!(usual_size(MAX_KEPT_CAPACITY));
+        assert!(!usual_size(0));
+        assert!(!usual_size(MAX_KEPT_CAPACITY + 1));
     }
 }

@@ -11,6 +11,7 @@
 pub(crate) mod barrier;
 pub(crate) mod id_hasher;
 pub(crate) mod lazy_box;
+pub(crate) mod pool;
 pub(crate) mod prefetch;
 pub(crate) mod rand;
 #[cfg_attr(feature = "enable", allow(dead_code))]

@@ -38,11 +38,12 @@ use crate::data::convert::{convert, Emptied, Part};
 use crate::data::escape;
 use crate::data::id::SpanId;
 use crate::data::raw_span::RawSpan;
-use crate::data::record::{PropertyList, Reporter, SpanRecord};
+use crate::data::record::{Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
 use crate::data::timeline::Timeline;
 use crate::transport::history;
 use crate::transport::message::{EndedSpan, Message};
+use crate::transport::property_lists::Pooled;
 use crate::transport::queue::Thread;
 use crate::transport::{gate, queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
@@ -86,7 +87,7 @@ pub(crate) struct Collector {
     emptied: Emptied,
     /// Property lists refilled with reported records' vectors, to return
     /// to the pool.
-    refilled: Vec<PropertyList>,
+    refilled: Vec<Pooled>,
     /// Records of finished traces (and late spans of reported ones), then
     /// the staged trace's.
     outbox: Vec<SpanRecord>,

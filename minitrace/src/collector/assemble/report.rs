@@ -60,7 +60,7 @@ impl Collector {
                 let properties = std::mem::take(&mut record.properties);
                 let mut list = empty.pop().unwrap_or_default();
                 *list = properties;
-                refilled.push(list);
+                refilled.push(property_lists::Pooled::new(list));
             }
             owns |= !owns_nothing(record);
         }
