@@ -361,22 +361,7 @@ mod loom_tests {
         model(|| {
             let hub = Arc::new(Hub::new());
             let handoffs: Vec<Arc<Test>> = vec![Arc::new(Handoff::default()), Arc::new(Handoff::default())];
-            let part_written = Arc::new(AtomicBool::new(false));
-            let b = thread::spawn({
-                let (hub, handoff, flag) = (hub.clone(), handoffs[1].clone(), part_written.clone());
-                move || {
-                    handoff.write(&hub, |cells, _| cells.outbox.push((1, 0)));
-                    flag.store(true, Ordering::Release);
-                }
-            });
-            let a = thread::spawn({
-                let (hub, handoff, flag) = (hub.clone(), handoffs[0].clone(), part_written.clone());
-                move || {
-                    if flag.load(Ordering::Acquire) {
-                        handoff.write(&hub, |cells, _| cells.outbox.push((0, 1)));
-                    }
-                }
-            });
+            let (a, b) = part_then_root(&hub, &handoffs, false);
             let mut taken = Vec::new();
             harvest(&hub, &handoffs, 1, &mut taken);
             a.join().unwrap();
@@ -390,6 +375,36 @@ mod loom_tests {
             }
             assert_eq!(taken.len(), 1 + usize::from(root.is_some()), "taken twice: {taken:?}");
         });
+    }
+
+    /// Thread B (`handoffs[1]`) writes a part, then sets a flag; thread A
+    /// (`handoffs[0]`) writes the root if it sees the flag, then closes its
+    /// handoff if `close`. An item is (thread, 0 for a part or 1 for a root).
+    fn part_then_root(
+        hub: &Arc<Hub>,
+        handoffs: &[Arc<Test>],
+        close: bool,
+    ) -> (thread::JoinHandle<()>, thread::JoinHandle<()>) {
+        let part_written = Arc::new(AtomicBool::new(false));
+        let b = thread::spawn({
+            let (hub, handoff, flag) = (hub.clone(), handoffs[1].clone(), part_written.clone());
+            move || {
+                handoff.write(&hub, |cells, _| cells.outbox.push((1, 0)));
+                flag.store(true, Ordering::Release);
+            }
+        });
+        let a = thread::spawn({
+            let (hub, handoff, flag) = (hub.clone(), handoffs[0].clone(), part_written);
+            move || {
+                if flag.load(Ordering::Acquire) {
+                    handoff.write(&hub, |cells, _| cells.outbox.push((0, 1)));
+                }
+                if close {
+                    handoff.close();
+                }
+            }
+        });
+        (a, b)
     }
 
     /// Explores every interleaving with at most this many preemptions:
@@ -491,23 +506,7 @@ mod loom_tests {
         model(|| {
             let hub = Arc::new(Hub::new());
             let handoffs: Vec<Arc<Test>> = vec![Arc::new(Handoff::default()), Arc::new(Handoff::default())];
-            let part_written = Arc::new(AtomicBool::new(false));
-            let b = thread::spawn({
-                let (hub, handoff, flag) = (hub.clone(), handoffs[1].clone(), part_written.clone());
-                move || {
-                    handoff.write(&hub, |cells, _| cells.outbox.push((1, 0)));
-                    flag.store(true, Ordering::Release);
-                }
-            });
-            let a = thread::spawn({
-                let (hub, handoff, flag) = (hub.clone(), handoffs[0].clone(), part_written.clone());
-                move || {
-                    if flag.load(Ordering::Acquire) {
-                        handoff.write(&hub, |cells, _| cells.outbox.push((0, 1)));
-                    }
-                    handoff.close();
-                }
-            });
+            let (a, b) = part_then_root(&hub, &handoffs, true);
             let mut taken = Vec::new();
             harvest(&hub, &handoffs, 1, &mut taken);
             harvest(&hub, &handoffs, 2, &mut taken);

@@ -110,29 +110,7 @@ fn parts_from_a_pool_are_never_harvested_after_their_roots() {
     harvest_all();
     const PER_THREAD: u128 = 5_000;
     let done = Arc::new(AtomicBool::new(false));
-    let harvester = std::thread::spawn({
-        let done = done.clone();
-        move || {
-            let mut seen: std::collections::HashMap<u128, (Option<usize>, Option<usize>)> =
-                Default::default();
-            let mut number = 0;
-            loop {
-                let finished = done.load(Ordering::Acquire);
-                number += 1;
-                for (_, messages) in harvest_all() {
-                    for message in &messages {
-                        let entry = seen.entry(trace_of(message)).or_default();
-                        let slot = if message.role() == Role::Child { &mut entry.0 } else { &mut entry.1 };
-                        assert!(slot.is_none(), "a message harvested twice");
-                        *slot = Some(number);
-                    }
-                }
-                if finished {
-                    return seen;
-                }
-            }
-        }
-    });
+    let harvester = harvest_until(done.clone());
     let (jobs, queue) = std::sync::mpsc::channel::<(u128, std::sync::mpsc::Sender<()>)>();
     let queue = Arc::new(Mutex::new(queue));
     let pool: Vec<_> = (0..2)
@@ -164,21 +142,7 @@ fn parts_from_a_pool_are_never_harvested_after_their_roots() {
     roots.into_iter().for_each(|thread| thread.join().unwrap());
     pool.into_iter().for_each(|thread| thread.join().unwrap());
     done.store(true, Ordering::Release);
-    let seen = harvester.join().unwrap();
-    let mut late = Vec::new();
-    for trace in 1..=4 * PER_THREAD {
-        let (part, root) = seen.get(&trace).copied().unwrap_or_default();
-        let (part, root) = (part.expect("every part harvested"), root.expect("every root harvested"));
-        if part > root {
-            late.push((trace, part, root));
-        }
-    }
-    assert!(
-        late.is_empty(),
-        "{} parts harvested after their roots: {:?}",
-        late.len(),
-        &late[..late.len().min(5)]
-    );
+    assert_no_part_after_its_root(&harvester.join().unwrap(), 4 * PER_THREAD);
 }
 
 /// Harvests taken while threads write are consistent cuts: a root's
@@ -190,30 +154,7 @@ fn a_part_sent_before_its_root_is_never_harvested_after_it() {
     harvest_all();
     const TRACES: u128 = 20_000;
     let done = Arc::new(AtomicBool::new(false));
-    let harvester = std::thread::spawn({
-        let done = done.clone();
-        move || {
-            // For each trace: the harvest that took its part, its root.
-            let mut seen: std::collections::HashMap<u128, (Option<usize>, Option<usize>)> =
-                Default::default();
-            let mut number = 0;
-            loop {
-                let finished = done.load(Ordering::Acquire);
-                number += 1;
-                for (_, messages) in harvest_all() {
-                    for message in &messages {
-                        let entry = seen.entry(trace_of(message)).or_default();
-                        let slot = if message.role() == Role::Child { &mut entry.0 } else { &mut entry.1 };
-                        assert!(slot.is_none(), "a message harvested twice");
-                        *slot = Some(number);
-                    }
-                }
-                if finished {
-                    return seen;
-                }
-            }
-        }
-    });
+    let harvester = harvest_until(done.clone());
     let (parts, roots) = (std::sync::mpsc::channel::<u128>(), std::sync::mpsc::channel::<u128>());
     let part_sender = std::thread::spawn(move || {
         for trace in parts.1 {
@@ -230,10 +171,51 @@ fn a_part_sent_before_its_root_is_never_harvested_after_it() {
     drop(parts.0);
     part_sender.join().unwrap();
     done.store(true, Ordering::Release);
-    let seen = harvester.join().unwrap();
-    for trace in 1..=TRACES {
+    assert_no_part_after_its_root(&harvester.join().unwrap(), TRACES);
+}
+
+/// For each trace: the harvest that took its part, and its root's.
+type Seen = std::collections::HashMap<u128, (Option<usize>, Option<usize>)>;
+
+/// Harvests, numbering each harvest, until `done` is set (and once more
+/// after): where each trace's part and root were taken, each exactly once.
+fn harvest_until(done: Arc<AtomicBool>) -> std::thread::JoinHandle<Seen> {
+    std::thread::spawn(move || {
+        let mut seen = Seen::default();
+        let mut number = 0;
+        loop {
+            let finished = done.load(Ordering::Acquire);
+            number += 1;
+            for (_, messages) in harvest_all() {
+                for message in &messages {
+                    let entry = seen.entry(trace_of(message)).or_default();
+                    let slot = if message.role() == Role::Child { &mut entry.0 } else { &mut entry.1 };
+                    assert!(slot.is_none(), "a message harvested twice");
+                    *slot = Some(number);
+                }
+            }
+            if finished {
+                return seen;
+            }
+        }
+    })
+}
+
+/// Every trace `1..=traces` had its part and its root harvested, the part
+/// never in a later harvest than the root.
+fn assert_no_part_after_its_root(seen: &Seen, traces: u128) {
+    let mut late = Vec::new();
+    for trace in 1..=traces {
         let (part, root) = seen.get(&trace).copied().unwrap_or_default();
         let (part, root) = (part.expect("every part harvested"), root.expect("every root harvested"));
-        assert!(part <= root, "trace {trace}: its part in harvest {part}, its root in {root}");
+        if part > root {
+            late.push((trace, part, root));
+        }
     }
+    assert!(
+        late.is_empty(),
+        "{} parts harvested after their roots (trace, its part's harvest, its root's): {:?}",
+        late.len(),
+        &late[..late.len().min(5)]
+    );
 }
