@@ -125,6 +125,11 @@ pub(crate) fn give_back_locally(mut list: PropertyList) {
 /// those of an unusual size, or past its bound, are freed. `lists` is left
 /// empty, its capacity kept.
 pub(crate) fn recycle(lists: &mut Vec<Pooled>) {
+    recycle_into(&POOL, lists);
+}
+
+/// [`recycle`] into `pool`.
+fn recycle_into(pool: &SharedPool<Pooled>, lists: &mut Vec<Pooled>) {
     if lists.is_empty() {
         return;
     }
@@ -132,7 +137,7 @@ pub(crate) fn recycle(lists: &mut Vec<Pooled>) {
     for Pooled(list, _) in lists.iter_mut() {
         list.clear();
     }
-    POOL.put(lists, |Pooled(_, capacity)| usual_size(*capacity));
+    pool.put(lists, |Pooled(_, capacity)| usual_size(*capacity));
 }
 
 /// Whether a list is worth keeping: one that holds room for a property,
@@ -182,5 +187,23 @@ mod tests {
         recycle(&mut many);
         assert!(many.is_empty());
         assert!(POOL.weight() <= POOL_CAPACITY);
+    }
+
+    #[test]
+    fn recycling_pools_usual_lists_emptied_and_frees_the_others() {
+        let pool = SharedPool::new(POOL_CAPACITY);
+        let mut lists = vec![
+            Pooled::new(Box::new(vec![("k".into(), "v".into())])),
+            Pooled::new(Box::new(Vec::with_capacity(MAX_KEPT_CAPACITY + 1))),
+            Pooled::new(Box::default()),
+        ];
+        recycle_into(&pool, &mut lists);
+        assert!(lists.is_empty());
+        let mut taken = Vec::new();
+        pool.refill(&mut taken, REFILL);
+        assert_eq!(taken.len(), 1, "only the usual list is pooled");
+        let Pooled(list, capacity) = &taken[0];
+        assert!(list.is_empty());
+        assert_eq!((list.capacity(), *capacity), (1, 1));
     }
 }

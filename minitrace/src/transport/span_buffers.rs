@@ -77,10 +77,15 @@ pub(crate) fn give_back_locally(mut buffer: Vec<RawSpan>) {
 /// those of an unusual size, or past its bound, are freed. `buffers` is
 /// left empty, its capacity kept.
 pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
+    recycle_into(&POOL, buffers);
+}
+
+/// [`recycle`] into `pool`.
+fn recycle_into(pool: &SharedPool<Vec<RawSpan>>, buffers: &mut Vec<Vec<RawSpan>>) {
     if buffers.is_empty() {
         return;
     }
-    POOL.put(buffers, |buffer| {
+    pool.put(buffers, |buffer| {
         let keep = usual_size(buffer.capacity());
         if keep {
             buffer.clear();
@@ -105,5 +110,21 @@ mod tests {
         assert!(usual_size(MAX_KEPT_CAPACITY));
         assert!(!usual_size(0));
         assert!(!usual_size(MAX_KEPT_CAPACITY + 1));
+    }
+
+    #[test]
+    fn recycling_pools_usual_buffers_emptied_and_frees_the_others() {
+        let pool = SharedPool::new(POOL_CAPACITY);
+        use crate::data::id::SpanId;
+        let mut usual = Vec::with_capacity(FRESH_CAPACITY);
+        usual.push(RawSpan::begin(SpanId(1), SpanId(0), "step".into(), minstant::Instant::now()));
+        let mut buffers = vec![usual, Vec::new(), Vec::with_capacity(MAX_KEPT_CAPACITY + 1)];
+        recycle_into(&pool, &mut buffers);
+        assert!(buffers.is_empty());
+        let mut taken = Vec::new();
+        pool.refill(&mut taken, REFILL);
+        assert_eq!(taken.len(), 1, "only the usual buffer is pooled");
+        assert!(taken[0].is_empty());
+        assert_eq!(taken[0].capacity(), FRESH_CAPACITY);
     }
 }
