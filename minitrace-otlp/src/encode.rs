@@ -1,5 +1,6 @@
 //! minitrace's [`SpanRecord`]s as OTLP messages, in requests of bounded
-//! size.
+//! size: the HTTP/JSON path, whose serde derives need the messages (the
+//! protobuf bodies of HTTP and gRPC are written by `crate::wire`).
 
 use std::collections::{HashMap, HashSet};
 

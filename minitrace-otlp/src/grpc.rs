@@ -1,14 +1,23 @@
 //! OTLP/gRPC: `TraceService/Export` through tonic, on a current-thread
 //! tokio runtime of the reporter's own, driven from minitrace's collector
 //! thread, which calls `report` synchronously.
+//!
+//! The request bodies are the ones OTLP/HTTP sends (`crate::wire`, written
+//! straight from the records), handed to tonic as bytes by a codec of our
+//! own: no message of `opentelemetry-proto`'s is built for a request, and
+//! only the answer is decoded with prost.
 
 use std::error::Error as _;
 use std::io;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use tonic::codec::CompressionEncoding;
+use bytes::{BufMut, Bytes};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use prost::Message;
+use tonic::client::Grpc;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::GrpcMethod;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
@@ -19,9 +28,14 @@ use crate::config::{Compression, Error, Settings};
 
 pub(crate) struct GrpcExporter {
     runtime: tokio::runtime::Runtime,
-    client: TraceServiceClient<Channel>,
+    client: Grpc<Channel>,
     metadata: MetadataMap,
 }
+
+/// The service and method every body goes to.
+const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+const METHOD: &str = "Export";
+const PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 impl std::fmt::Debug for GrpcExporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,7 +78,7 @@ impl GrpcExporter {
             endpoint.connect_lazy()
         };
         // A server answers a gzip request in gzip (grpc-go does): accept it whatever we send.
-        let mut client = TraceServiceClient::new(channel).accept_compressed(CompressionEncoding::Gzip);
+        let mut client = Grpc::new(channel).accept_compressed(CompressionEncoding::Gzip);
         if settings.compression == Compression::Gzip {
             client = client.send_compressed(CompressionEncoding::Gzip);
         }
@@ -80,19 +94,26 @@ impl GrpcExporter {
         Ok(GrpcExporter { runtime, client, metadata })
     }
 
-    /// One try: exports `request`, waiting at most `timeout`.
-    pub(crate) fn send(&mut self, request: &ExportTraceServiceRequest, timeout: Duration) -> Attempt {
-        let mut call = tonic::Request::new(request.clone());
+    /// One try: exports `body`, an encoded `ExportTraceServiceRequest`,
+    /// waiting at most `timeout`.
+    pub(crate) fn send(&mut self, body: &Bytes, timeout: Duration) -> Attempt {
+        let mut call = tonic::Request::new(body.clone());
         *call.metadata_mut() = self.metadata.clone();
+        call.extensions_mut().insert(GrpcMethod::new(SERVICE, METHOD));
         call.set_timeout(timeout);
         let client = &mut self.client;
         let start = std::time::Instant::now();
-        let result =
-            self.runtime.block_on(async { tokio::time::timeout(timeout, client.export(call)).await });
+        let export = async {
+            // A channel that cannot get ready says why in its error's sources, kept.
+            client.ready().await.map_err(|error| tonic::Status::from_error(error.into()))?;
+            client.unary(call, PathAndQuery::from_static(PATH), Encoded).await
+        };
+        let result = self.runtime.block_on(async { tokio::time::timeout(timeout, export).await });
         let status = match result {
             Err(_elapsed) => return Attempt::TimedOut(format!("no answer in time ({timeout:?})")),
             Ok(Ok(response)) => {
-                let partial = response.into_inner().partial_success.unwrap_or_default();
+                let response: ExportTraceServiceResponse = response.into_inner();
+                let partial = response.partial_success.unwrap_or_default();
                 let rejected = partial.rejected_spans.max(0) as u64;
                 return Attempt::Delivered { rejected, message: partial.error_message };
             }
@@ -122,6 +143,49 @@ impl GrpcExporter {
             | Code::DataLoss => Attempt::Retry { error, after: None },
             _ => Attempt::Failed(error),
         }
+    }
+}
+
+/// Sends request bodies already encoded, and decodes the answer with prost.
+#[derive(Debug, Clone, Copy, Default)]
+struct Encoded;
+
+impl Codec for Encoded {
+    type Encode = Bytes;
+    type Decode = ExportTraceServiceResponse;
+    type Encoder = Encoded;
+    type Decoder = Encoded;
+
+    fn encoder(&mut self) -> Encoded {
+        Encoded
+    }
+
+    fn decoder(&mut self) -> Encoded {
+        Encoded
+    }
+}
+
+impl Encoder for Encoded {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, body: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put_slice(&body);
+        Ok(())
+    }
+}
+
+impl Decoder for Encoded {
+    type Item = ExportTraceServiceResponse;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut DecodeBuf<'_>,
+    ) -> Result<Option<ExportTraceServiceResponse>, tonic::Status> {
+        ExportTraceServiceResponse::decode(src)
+            .map(Some)
+            .map_err(|error| tonic::Status::internal(format!("undecodable answer: {error}")))
     }
 }
 

@@ -59,9 +59,9 @@
 //! once, from the record into the body; the resource and the scope encoded
 //! once, when the reporter is built; every length computed before its
 //! message is written, so each body is exact, canonical protobuf; nothing
-//! allocated per span. OTLP/JSON and gRPC are built from
-//! `opentelemetry-proto`'s generated types (JSON through their serde
-//! derives, gRPC through tonic and prost), with the same content. The
+//! allocated per span. OTLP/gRPC sends the same bodies, through tonic;
+//! OTLP/JSON is built from `opentelemetry-proto`'s generated types,
+//! through their serde derives, with the same content. The
 //! resource carries `service.name`, `service.version` (when set),
 //! `host.name`, `telemetry.sdk.name = "minitrace"`,
 //! `telemetry.sdk.language = "rust"`, `telemetry.sdk.version` and the
@@ -345,6 +345,32 @@ impl OtlpReporter {
     }
 }
 
+/// Sends each encoded body over gRPC at once, from the collector's thread
+/// (tonic compresses it, if asked). The body's buffer is reused; what
+/// tonic takes is a copy, kept for the retries.
+#[cfg(feature = "grpc")]
+struct ToGrpc<'a> {
+    grpc: &'a mut grpc::GrpcExporter,
+    delivery: &'a Mutex<Delivery>,
+    report: Report,
+    buffer: Vec<u8>,
+}
+
+#[cfg(feature = "grpc")]
+impl Bodies for ToGrpc<'_> {
+    fn empty(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buffer)
+    }
+
+    fn full(&mut self, body: Vec<u8>, spans: usize) {
+        let bytes = body.len() as u64;
+        let sent = bytes::Bytes::copy_from_slice(&body);
+        self.buffer = body;
+        let grpc = &mut *self.grpc;
+        lock(self.delivery).deliver(&mut self.report, spans as u64, bytes, |left| grpc.send(&sent, left));
+    }
+}
+
 /// Hands each encoded body to the sender thread, gzip-compressed if asked.
 struct ToPipeline<'a> {
     pipeline: &'a mut Pipeline,
@@ -425,13 +451,14 @@ impl Reporter for OtlpReporter {
             }
             #[cfg(feature = "grpc")]
             Transport::Grpc(grpc) => {
-                let mut report = report;
-                let mut delivery = lock(&self.delivery);
-                for request in self.encoder.requests(spans) {
-                    let count = span_count(&request);
-                    let bytes = prost::Message::encoded_len(&request) as u64;
-                    delivery.deliver(&mut report, count, bytes, |left| grpc.send(&request, left));
-                }
+                let mut sink = ToGrpc {
+                    grpc,
+                    delivery: &self.delivery,
+                    report,
+                    buffer: std::mem::take(&mut self.scratch),
+                };
+                self.wire.encode(spans, &mut sink);
+                self.scratch = sink.buffer;
             }
         }
     }

@@ -247,3 +247,53 @@ fn a_large_report_is_split_into_bounded_requests_that_hold_every_span() {
     }
     assert_eq!(ids, (1..=20_000).collect::<Vec<u64>>());
 }
+
+/// OTLP/gRPC sends the bytes OTLP/HTTP does: what tonic's server decodes,
+/// gzip or not, is the request checked field by field above, and a report
+/// larger than a request arrives as bounded requests, every span once.
+#[cfg(feature = "grpc")]
+#[test]
+fn grpc_carries_the_same_requests() {
+    use minitrace::collector::Reporter;
+    use minitrace_delivery_testkit::GrpcServer;
+    use minitrace_otlp::{Compression, Protocol};
+
+    for compression in [Compression::None, Compression::Gzip] {
+        let server = GrpcServer::start(None);
+        let builder = || {
+            OtlpReporter::builder()
+                .env(|_| None)
+                .endpoint(server.url())
+                .protocol(Protocol::Grpc)
+                .compression(compression)
+                .service_name("checkout")
+                .service_version("1.2.3")
+                .resource_attribute("deployment.environment.name", "test")
+        };
+        let mut reporter = builder().build().unwrap();
+        let stats = reporter.stats();
+        reporter.report(&records());
+        assert_eq!(server.requests(), [decode()], "{compression:?}");
+
+        let mut reporter = builder().max_spans_per_request(7).build().unwrap();
+        let many: Vec<SpanRecord> = (1..=100u64)
+            .map(|i| SpanRecord {
+                trace_id: TraceId(5),
+                span_id: SpanId(i),
+                name: "step".into(),
+                ..records()[2].clone()
+            })
+            .collect();
+        reporter.report(&many);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1 + 100usize.div_ceil(7), "{compression:?}");
+        let ids: Vec<u64> = requests[1..]
+            .iter()
+            .flat_map(|request| &request.resource_spans[0].scope_spans[0].spans)
+            .map(|span| u64::from_be_bytes(span.span_id.as_slice().try_into().unwrap()))
+            .collect();
+        assert_eq!(ids, (1..=100).collect::<Vec<u64>>(), "{compression:?}");
+        let sent = stats.get();
+        assert_eq!((sent.spans_sent, sent.spans_failed), (5, 0), "{compression:?}: {sent:?}");
+    }
+}
