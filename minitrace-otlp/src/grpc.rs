@@ -1,6 +1,6 @@
 //! OTLP/gRPC: `TraceService/Export` through tonic, on a current-thread
-//! tokio runtime of the reporter's own, driven from minitrace's collector
-//! thread, which calls `report` synchronously.
+//! tokio runtime of the reporter's own, driven by the reporter's sender
+//! thread (minitrace-delivery's `Pipeline`, as over HTTP).
 //!
 //! The request bodies are the ones OTLP/HTTP sends (`crate::wire`, written
 //! straight from the records), handed to tonic as bytes by a codec of our
@@ -9,6 +9,7 @@
 
 use std::error::Error as _;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
@@ -26,8 +27,11 @@ use minitrace_delivery::Attempt;
 
 use crate::config::{Compression, Error, Settings};
 
+/// A client of one endpoint. Clones share the runtime: the sender
+/// thread's is the one that drives it.
+#[derive(Clone)]
 pub(crate) struct GrpcExporter {
-    runtime: tokio::runtime::Runtime,
+    runtime: Arc<tokio::runtime::Runtime>,
     client: Grpc<Channel>,
     metadata: MetadataMap,
 }
@@ -91,13 +95,14 @@ impl GrpcExporter {
             value.set_sensitive(true);
             metadata.insert(key, value);
         }
-        Ok(GrpcExporter { runtime, client, metadata })
+        Ok(GrpcExporter { runtime: Arc::new(runtime), client, metadata })
     }
 
     /// One try: exports `body`, an encoded `ExportTraceServiceRequest`,
     /// waiting at most `timeout`.
-    pub(crate) fn send(&mut self, body: &Bytes, timeout: Duration) -> Attempt {
-        let mut call = tonic::Request::new(body.clone());
+    pub(crate) fn send(&mut self, body: &[u8], timeout: Duration) -> Attempt {
+        // tonic takes the body by value: a copy, per try.
+        let mut call = tonic::Request::new(Bytes::copy_from_slice(body));
         *call.metadata_mut() = self.metadata.clone();
         call.extensions_mut().insert(GrpcMethod::new(SERVICE, METHOD));
         call.set_timeout(timeout);

@@ -2,9 +2,7 @@
 //! by minitrace-delivery's HTTP client; the answer's partial success read
 //! here.
 
-use std::sync::{Arc, Mutex};
-
-use minitrace_delivery::{Delivery, Endpoint, HttpClient, PartialSuccess, Pipeline, DEFAULT_PIPELINE_DEPTH};
+use minitrace_delivery::{Endpoint, HttpClient, PartialSuccess};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -17,8 +15,6 @@ pub(crate) struct HttpExporter {
     pub(crate) client: HttpClient,
     pub(crate) gzip: Option<Gzip>,
     pub(crate) json: bool,
-    /// The sender thread, started at the first report.
-    pub(crate) pipeline: Option<Pipeline>,
 }
 
 /// gzip (RFC 1952) around raw deflate, its state reused from one body to
@@ -91,17 +87,7 @@ impl HttpExporter {
         if let Some(roots) = &settings.roots {
             client.set_root_certificates(roots.clone());
         }
-        Ok(HttpExporter { client, gzip: gzip.then(Gzip::new), json, pipeline: None })
-    }
-
-    /// The sender thread of `delivery`, started on first use; `None` if no
-    /// thread can be started.
-    pub(crate) fn start_pipeline(&mut self, delivery: &Arc<Mutex<Delivery>>) {
-        if self.pipeline.is_none() {
-            let client = self.client.clone();
-            let transport = Box::new(move |body: &[u8], left| client.post(body, left));
-            self.pipeline = Pipeline::new(delivery.clone(), DEFAULT_PIPELINE_DEPTH, transport).ok();
-        }
+        Ok(HttpExporter { client, gzip: gzip.then(Gzip::new), json })
     }
 }
 

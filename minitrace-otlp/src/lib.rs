@@ -80,8 +80,8 @@
 //! Reports are split into requests of at most
 //! [`max_spans_per_request`](OtlpReporterBuilder::max_spans_per_request)
 //! spans and about [`max_request_bytes`](OtlpReporterBuilder::max_request_bytes)
-//! bytes, so a trace of any size goes whole. Over HTTP, each request is
-//! handed to a sender thread of the reporter's own
+//! bytes, so a trace of any size goes whole. Each request, over HTTP or
+//! gRPC, is handed to a sender thread of the reporter's own
 //! ([minitrace-delivery](minitrace_delivery)'s `Pipeline`), which delivers
 //! it while minitrace's collector thread encodes the next: `report` returns
 //! once its requests are queued, and waits only when 8 are already
@@ -90,9 +90,8 @@
 //! default spans are then dropped and counted at the traced threads; with
 //! `true` they wait). `minitrace::flush()` still returns only once the
 //! requests are answered (it calls `Reporter::wait_for_delivery`); from
-//! another thread, [`StatsHandle::wait_for_delivery`] waits for them. Buffers come back from the sender thread for later
-//! requests. gRPC requests are sent on the collector thread, one after the
-//! other, as before.
+//! another thread, [`StatsHandle::wait_for_delivery`] waits for them.
+//! Buffers come back from the sender thread for later requests.
 //!
 //! Each request is delivered with the OTLP spec's retry policy, shared with
 //! minitrace-jaeger: a request answered with HTTP 429, 502, 503 or 504
@@ -138,8 +137,7 @@
 //! - default: OTLP/HTTP with protobuf bodies, through `ureq` (plain
 //!   `http://`).
 //! - `grpc`: OTLP/gRPC through `tonic`, on a current-thread tokio runtime
-//!   the reporter owns (its `report` is called synchronously on minitrace's
-//!   collector thread).
+//!   the reporter owns, driven by its sender thread.
 //! - `http-json`: OTLP/HTTP with JSON bodies, from `opentelemetry-proto`'s
 //!   serde derives (hex ids, lowerCamelCase names, enums as numbers, 64-bit
 //!   numbers as strings: OTLP/JSON).
@@ -163,7 +161,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use minitrace::collector::{Reporter, SpanRecord};
-use minitrace_delivery::{Counters, Delivery, Pipeline, Report};
+use minitrace_delivery::{Counters, Delivery, Pipeline, Report, DEFAULT_PIPELINE_DEPTH};
 
 pub use crate::config::{
     Compression, Error, OtlpReporterBuilder, Protocol, DEFAULT_ERROR_INTERVAL, DEFAULT_MAX_REQUEST_BYTES,
@@ -182,17 +180,19 @@ use crate::wire::{Bodies, WireEncoder};
 /// minitrace::set_reporter(reporter, minitrace::collector::Config::default());
 /// ```
 pub struct OtlpReporter {
-    /// opentelemetry-proto's messages: for OTLP/JSON, gRPC and [`OtlpReporter::encode`].
+    /// opentelemetry-proto's messages: for OTLP/JSON.
     encoder: Encoder,
     /// Protobuf written by hand: OTLP/HTTP's default path.
     wire: WireEncoder,
     /// The buffer of [`OtlpReporter::encode_each`].
     scratch: Vec<u8>,
     transport: Transport,
+    /// The sender thread, started at the first report.
+    pipeline: Option<Pipeline>,
     url: String,
     protocol: Protocol,
     timeout: Duration,
-    /// Shared with the sender thread of HTTP.
+    /// Shared with the sender thread.
     delivery: Arc<Mutex<Delivery>>,
     counters: Arc<Counters>,
 }
@@ -217,6 +217,23 @@ enum Transport {
     Http(Box<http::HttpExporter>),
     #[cfg(feature = "grpc")]
     Grpc(Box<grpc::GrpcExporter>),
+}
+
+impl Transport {
+    /// What the sender thread tries each body with.
+    fn sender(&self) -> minitrace_delivery::Transport {
+        match self {
+            Transport::Http(http) => {
+                let client = http.client.clone();
+                Box::new(move |body: &[u8], left| client.post(body, left))
+            }
+            #[cfg(feature = "grpc")]
+            Transport::Grpc(grpc) => {
+                let mut grpc = (**grpc).clone();
+                Box::new(move |body: &[u8], left| grpc.send(body, left))
+            }
+        }
+    }
 }
 
 impl OtlpReporter {
@@ -249,6 +266,7 @@ impl OtlpReporter {
             wire,
             scratch: Vec::new(),
             transport,
+            pipeline: None,
             url: settings.url,
             protocol: settings.protocol,
             timeout: settings.timeout,
@@ -345,32 +363,6 @@ impl OtlpReporter {
     }
 }
 
-/// Sends each encoded body over gRPC at once, from the collector's thread
-/// (tonic compresses it, if asked). The body's buffer is reused; what
-/// tonic takes is a copy, kept for the retries.
-#[cfg(feature = "grpc")]
-struct ToGrpc<'a> {
-    grpc: &'a mut grpc::GrpcExporter,
-    delivery: &'a Mutex<Delivery>,
-    report: Report,
-    buffer: Vec<u8>,
-}
-
-#[cfg(feature = "grpc")]
-impl Bodies for ToGrpc<'_> {
-    fn empty(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.buffer)
-    }
-
-    fn full(&mut self, body: Vec<u8>, spans: usize) {
-        let bytes = body.len() as u64;
-        let sent = bytes::Bytes::copy_from_slice(&body);
-        self.buffer = body;
-        let grpc = &mut *self.grpc;
-        lock(self.delivery).deliver(&mut self.report, spans as u64, bytes, |left| grpc.send(&sent, left));
-    }
-}
-
 /// Hands each encoded body to the sender thread, gzip-compressed if asked.
 struct ToPipeline<'a> {
     pipeline: &'a mut Pipeline,
@@ -416,12 +408,8 @@ impl Reporter for OtlpReporter {
     /// assert_eq!(reporter.stats().get().spans_failed, 1); // nothing listens on port 1
     /// ```
     fn wait_for_delivery(&mut self) {
-        // Irrefutable without the `grpc` feature.
-        #[allow(irrefutable_let_patterns)]
-        if let Transport::Http(http) = &mut self.transport {
-            if let Some(pipeline) = &mut http.pipeline {
-                pipeline.wait();
-            }
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.wait();
         }
     }
 
@@ -430,36 +418,29 @@ impl Reporter for OtlpReporter {
             return;
         }
         let report = Report::new(self.timeout);
-        match &mut self.transport {
-            Transport::Http(http) => {
-                http.start_pipeline(&self.delivery);
-                let http::HttpExporter { pipeline, gzip, json, .. } = &mut **http;
-                let Some(pipeline) = pipeline.as_mut() else {
-                    lock(&self.delivery).lost(spans.len() as u64, "no sender thread could be started");
-                    return;
-                };
-                let mut sink = ToPipeline { pipeline, report: &report, gzip: gzip.as_mut() };
-                if *json {
-                    for request in self.encoder.requests(spans) {
-                        sink.full(http::encode_request(*json, &request), span_count(&request) as usize);
-                    }
-                } else {
-                    self.wire.encode(spans, &mut sink);
-                }
-                // Not waited for: delivered by the sender thread while
-                // minitrace's collector thread goes on.
-            }
-            #[cfg(feature = "grpc")]
-            Transport::Grpc(grpc) => {
-                let mut sink = ToGrpc {
-                    grpc,
-                    delivery: &self.delivery,
-                    report,
-                    buffer: std::mem::take(&mut self.scratch),
-                };
-                self.wire.encode(spans, &mut sink);
-                self.scratch = sink.buffer;
-            }
+        if self.pipeline.is_none() {
+            let sender = self.transport.sender();
+            self.pipeline = Pipeline::new(self.delivery.clone(), DEFAULT_PIPELINE_DEPTH, sender).ok();
         }
+        let Some(pipeline) = self.pipeline.as_mut() else {
+            lock(&self.delivery).lost(spans.len() as u64, "no sender thread could be started");
+            return;
+        };
+        let (gzip, json) = match &mut self.transport {
+            Transport::Http(http) => (http.gzip.as_mut(), http.json),
+            // tonic compresses, on the sender thread, if asked.
+            #[cfg(feature = "grpc")]
+            Transport::Grpc(_) => (None, false),
+        };
+        let mut sink = ToPipeline { pipeline, report: &report, gzip };
+        if json {
+            for request in self.encoder.requests(spans) {
+                sink.full(http::encode_request(json, &request), span_count(&request) as usize);
+            }
+        } else {
+            self.wire.encode(spans, &mut sink);
+        }
+        // Not waited for: delivered by the sender thread while minitrace's
+        // collector thread goes on.
     }
 }

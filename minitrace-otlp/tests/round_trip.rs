@@ -273,6 +273,7 @@ fn grpc_carries_the_same_requests() {
         let mut reporter = builder().build().unwrap();
         let stats = reporter.stats();
         reporter.report(&records());
+        reporter.wait_for_delivery();
         assert_eq!(server.requests(), [decode()], "{compression:?}");
 
         let mut reporter = builder().max_spans_per_request(7).build().unwrap();
@@ -285,6 +286,7 @@ fn grpc_carries_the_same_requests() {
             })
             .collect();
         reporter.report(&many);
+        reporter.wait_for_delivery();
         let requests = server.requests();
         assert_eq!(requests.len(), 1 + 100usize.div_ceil(7), "{compression:?}");
         let ids: Vec<u64> = requests[1..]
