@@ -182,7 +182,7 @@ use crate::wire::{Bodies, WireEncoder};
 pub struct OtlpReporter {
     /// opentelemetry-proto's messages: for OTLP/JSON.
     encoder: Encoder,
-    /// Protobuf written by hand: OTLP/HTTP's default path.
+    /// Protobuf written by hand: the bodies of OTLP/HTTP (the default) and gRPC.
     wire: WireEncoder,
     /// The buffer of [`OtlpReporter::encode_each`].
     scratch: Vec<u8>,
