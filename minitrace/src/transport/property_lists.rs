@@ -48,6 +48,11 @@ impl Weighed for Pooled {
     fn weight(&self) -> usize {
         self.1
     }
+
+    /// A property may own a string.
+    fn empty(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Evaluates a user's properties closure into a recycled list; `None`
@@ -130,14 +135,7 @@ pub(crate) fn recycle(lists: &mut Vec<Pooled>) {
 
 /// [`recycle`] into `pool`.
 fn recycle_into(pool: &SharedPool<Pooled>, lists: &mut Vec<Pooled>) {
-    if lists.is_empty() {
-        return;
-    }
-    // Emptied before the lock is taken: a property may own a string.
-    for Pooled(list, _) in lists.iter_mut() {
-        list.clear();
-    }
-    pool.put(lists, |Pooled(_, capacity)| usual_size(*capacity));
+    pool.put(lists, usual_size);
 }
 
 /// Whether a list is worth keeping: one that holds room for a property,

@@ -27,6 +27,10 @@ impl Weighed for Vec<RawSpan> {
     fn weight(&self) -> usize {
         self.capacity()
     }
+
+    fn empty(&mut self) {
+        self.clear();
+    }
 }
 
 thread_local! {
@@ -82,16 +86,7 @@ pub(crate) fn recycle(buffers: &mut Vec<Vec<RawSpan>>) {
 
 /// [`recycle`] into `pool`.
 fn recycle_into(pool: &SharedPool<Vec<RawSpan>>, buffers: &mut Vec<Vec<RawSpan>>) {
-    if buffers.is_empty() {
-        return;
-    }
-    pool.put(buffers, |buffer| {
-        let keep = usual_size(buffer.capacity());
-        if keep {
-            buffer.clear();
-        }
-        keep
-    });
+    pool.put(buffers, usual_size);
 }
 
 /// Whether a buffer is worth keeping at all: not an unallocated one (handing

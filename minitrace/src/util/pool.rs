@@ -10,18 +10,23 @@
 //! boxes), each item's read from the item itself where that reads no line
 //! another core wrote last (a buffer's capacity lies in the pool's own
 //! vector), else from a weight kept beside it (a list's capacity is behind
-//! its box). Items come in sorted out where they lie, then added in one
-//! copy, not pushed one by one into lines the traced threads last read
+//! its box). Items come in emptied before the lock is taken (what they
+//! held may own memory to free), sorted out where they lie, then added in
+//! one copy, not pushed one by one into lines the traced threads last read
 //! (PERFORMANCE.md, "Recycled span buffers"). Past the bound, items are
 //! freed.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// What a pooled item counts for against its pool's bound.
+/// What a pooled item counts for against its pool's bound, and how it is
+/// made ready for its next use.
 pub(crate) trait Weighed {
     /// Read without following a pointer.
     fn weight(&self) -> usize;
+
+    /// Empties it for its next use; by default there is nothing to empty.
+    fn empty(&mut self) {}
 }
 
 /// Recycled items of one kind, shared by every thread.
@@ -65,17 +70,20 @@ impl<T: Weighed> SharedPool<T> {
         self.len.store(stock.items.len(), Ordering::Relaxed);
     }
 
-    /// Pools those of `items` that `ready` accepts (it empties them for
-    /// their next use) while they fit the bound, and frees the rest:
-    /// `items` is left empty, its capacity kept.
-    pub(crate) fn put(&self, items: &mut Vec<T>, ready: impl FnMut(&mut T) -> bool) {
-        self.put_tail(items, 0, ready);
+    /// Empties `items` and pools those whose weight `usual` accepts while
+    /// they fit the bound, and frees the rest: `items` is left empty, its
+    /// capacity kept.
+    pub(crate) fn put(&self, items: &mut Vec<T>, usual: impl Fn(usize) -> bool) {
+        self.put_tail(items, 0, usual);
     }
 
     /// [`put`](Self::put) for `items[from..]`: `items` is left `from` long.
-    pub(crate) fn put_tail(&self, items: &mut Vec<T>, from: usize, mut ready: impl FnMut(&mut T) -> bool) {
+    pub(crate) fn put_tail(&self, items: &mut Vec<T>, from: usize, usual: impl Fn(usize) -> bool) {
         if items.len() <= from {
             return;
+        }
+        for item in &mut items[from..] {
+            item.empty();
         }
         let mut stock = super::lock(&self.stock);
         let Stock { items: pooled, weight } = &mut *stock;
@@ -87,7 +95,7 @@ impl<T: Weighed> SharedPool<T> {
                 return true;
             }
             let item_weight = item.weight();
-            let keep = *weight + item_weight <= self.bound && ready(item);
+            let keep = usual(item_weight) && *weight + item_weight <= self.bound;
             if keep {
                 *weight += item_weight;
             }
@@ -149,8 +157,8 @@ mod tests {
     fn what_does_not_fit_the_bound_is_freed() {
         let pool = SharedPool::new(10);
         let mut items = vec![Item("a", 4), Item("b", 4), Item("c", 4), Item("d", 2), Item("e", 0)];
-        // What `ready` refuses is freed too.
-        pool.put(&mut items, |item| item.0 != "e");
+        // What `usual` refuses is freed too.
+        pool.put(&mut items, |weight| weight != 0);
         assert!(items.is_empty());
         assert_eq!(pool.weight(), 10);
         // "c" would have passed the bound; "d" still fit.
