@@ -58,16 +58,18 @@ fn a_server_that_never_answers_does_not_hold_the_report() {
 #[test]
 fn a_report_does_not_wait_for_the_server() {
     // Delivered by the sender thread: `report` returns with the spans still
-    // on the wire, which a server that never answers keeps there until the
-    // timeout.
+    // on the wire, where a server that never answers keeps them until the
+    // listener closes (the timeout is far beyond any pause of the test,
+    // and bounds how long a report that waits takes to fail it).
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut reporter =
-        reporter(&format!("http://{}", listener.local_addr().unwrap()), Duration::from_secs(3));
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let mut reporter = reporter(&url, Duration::from_secs(30));
     let handle = reporter.stats();
     reporter.report(&records(3));
     assert!(!handle.wait_for_delivery(Duration::ZERO), "report returned with its spans delivered");
+    // The connection reset, then refused: the delivery ends, failed.
+    drop(listener);
     reporter.wait_for_delivery();
     assert!(handle.wait_for_delivery(Duration::ZERO));
     assert_eq!((handle.get().spans_failed, handle.get().spans_sent), (3, 0), "{:?}", handle.get());
-    drop(listener);
 }
