@@ -14,14 +14,18 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use minstant::Instant;
+
 use crate::data::batch::Role;
 use crate::data::id::SpanId;
+use crate::data::raw_span::RawSpan;
+use crate::data::span_state::SpanState;
 use crate::data::target::Targets;
 use crate::transport::handoff::{Cells, Handoff, Hub};
 use crate::transport::history::{History, Kept};
-use crate::transport::message::Message;
+use crate::transport::message::{EndedSpan, Message};
 use crate::transport::wake::{on_collector_thread, wake_collector};
-use crate::transport::{gate, stats};
+use crate::transport::{gate, span_buffers, stats};
 use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
@@ -189,6 +193,54 @@ pub(crate) fn keep(parts: &mut [Option<Kept>], limit: usize) {
         });
         evicted.recycle_here();
     });
+}
+
+/// Keeps a trace this thread threw away in its history, never waiting:
+/// its root, ended at `end`, and the local spans that waited for it
+/// (`count` of them spans), moved into the history's ring (see
+/// [`History::keep_thrown`]); their buffer goes back to this thread's next
+/// line. While a harvest runs, or if the ring cannot hold them, they are
+/// kept as the parts they were recorded as.
+pub(crate) fn keep_thrown(
+    mut spans: Vec<RawSpan>,
+    count: usize,
+    root: SpanState,
+    end: Instant,
+    limit: usize,
+) {
+    let _ = QUEUE.try_with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else { return };
+        if matches!(&**slot, Slot::Unregistered) && thread_exit_armed() {
+            **slot = Slot::Open(register_thread());
+        }
+        let Slot::Open(queue) = &mut **slot else { return };
+        let (evicted, spans) = (&mut queue.evicted, &mut spans);
+        queue.thread.handoff.write(hub(), |cells, history| match history {
+            Some(history) => {
+                history.absorb(&mut cells.kept, limit, evicted);
+                if let Err(root) = history.keep_thrown(spans, count, root, end, limit, evicted) {
+                    history.keep(as_parts(spans, count, root, end), limit, evicted);
+                }
+            }
+            None => cells.kept.extend(as_parts(spans, count, root, end)),
+        });
+        evicted.recycle_here();
+    });
+    if spans.capacity() > 0 {
+        span_buffers::give_back_locally(spans);
+    }
+}
+
+/// A thrown-away trace as the parts it was recorded as: its local spans'
+/// batch (if any), then its root.
+fn as_parts(spans: &mut Vec<RawSpan>, count: usize, root: SpanState, end: Instant) -> Vec<Kept> {
+    let mut parts = Vec::with_capacity(2);
+    if !spans.is_empty() {
+        let target = Targets::One(root.line_target());
+        parts.push(Kept::new(Message::local_batch(std::mem::take(spans), count, target)));
+    }
+    parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
+    parts
 }
 
 /// The thread's first message registers its handover, unless the thread is

@@ -58,12 +58,12 @@ impl Collector {
                         history.clear().into_iter().map(|kept| Kept { thread: thread.number, ..kept }),
                     );
                 } else if !gathering.is_idle() {
-                    for kept in history.entries() {
-                        gathering.gather(&kept.message, thread.number, timeline);
+                    for held in history.parts() {
+                        gathering.gather_held(&held, thread.number, timeline);
                     }
                     if gathering.wants_memory() {
                         let memory =
-                            memory_of(thread.number, false, history.bytes(), history.entries(), timeline);
+                            memory_of(thread.number, false, history.bytes(), history.parts(), timeline);
                         gathering.note_memory(memory);
                     }
                 }
@@ -84,11 +84,15 @@ impl Collector {
             }
         }
         if !gathering.is_idle() {
-            for kept in self.exited.entries() {
-                gathering.gather(&kept.message, kept.thread, timeline);
+            for held in self.exited.parts() {
+                let thread = match &held {
+                    history::Held::Kept(kept) => kept.thread,
+                    history::Held::Thrown(..) => 0,
+                };
+                gathering.gather_held(&held, thread, timeline);
             }
             if gathering.wants_memory() && !self.exited.is_empty() {
-                let memory = memory_of(0, true, self.exited.bytes(), self.exited.entries(), timeline);
+                let memory = memory_of(0, true, self.exited.bytes(), self.exited.parts(), timeline);
                 gathering.note_memory(memory);
             }
         }
