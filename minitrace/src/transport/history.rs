@@ -73,6 +73,9 @@ pub(crate) struct History {
     entries: VecDeque<Entry>,
     ring: Ring,
     bytes: usize,
+    /// Of `bytes`, the [`Kept`] parts': they come in bursts (a harvest's
+    /// worth at once), and do not size the ring.
+    kept_bytes: usize,
 }
 
 enum Entry {
@@ -104,6 +107,18 @@ impl Thrown {
     pub(crate) fn line_target(&self) -> Target {
         self.root.line_target()
     }
+}
+
+/// What waits to join a thread's history while a harvest holds it.
+pub(crate) enum Waiting {
+    Kept(Kept),
+    /// A thrown-away trace (see [`History::keep_thrown`]).
+    Thrown {
+        spans: Vec<RawSpan>,
+        count: usize,
+        root: SpanState,
+        end: Instant,
+    },
 }
 
 /// A part a history holds, as its readers see it.
@@ -153,6 +168,7 @@ impl History {
     ) {
         for entry in entries {
             self.bytes += entry.bytes;
+            self.kept_bytes += entry.bytes;
             self.entries.push_back(Entry::Kept(entry));
         }
         let mut counted = Counted::default();
@@ -163,8 +179,8 @@ impl History {
     /// Keeps a trace this thread threw away: `root`, ended at `end`, and
     /// the local spans that waited for it (`count` of them spans, the rest
     /// events), moved out of `spans` into the ring; the buffer, emptied,
-    /// is the caller's again. The root given back, nothing taken, if the
-    /// ring cannot hold that many spans: the caller keeps them as parts.
+    /// is the caller's again. If the ring cannot hold that many spans,
+    /// they are kept as the parts they were recorded as, buffer and all.
     pub(crate) fn keep_thrown(
         &mut self,
         spans: &mut Vec<RawSpan>,
@@ -173,12 +189,18 @@ impl History {
         end: Instant,
         limit: usize,
         released: &mut Released,
-    ) -> Result<(), SpanState> {
+    ) {
         let entries = spans.len();
         let entry = std::mem::size_of::<Entry>();
-        let over = self.bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
+        let over = self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
         if !self.ring.fit(entries, limit, over) {
-            return Err(root);
+            let mut parts = Vec::with_capacity(2);
+            if !spans.is_empty() {
+                let target = Targets::One(root.line_target());
+                parts.push(Kept::new(Message::local_batch(std::mem::take(spans), count, target)));
+            }
+            parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
+            return self.keep(parts, limit, released);
         }
         let mut counted = Counted::default();
         // The oldest traces in the slots about to be overwritten go first.
@@ -196,13 +218,19 @@ impl History {
         self.entries.push_back(Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning }));
         self.make_room(limit, released, &mut counted);
         counted.publish();
-        Ok(())
     }
 
-    /// Keeps what waited to join the history (written while a harvest ran).
-    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize, released: &mut Released) {
-        if !waiting.is_empty() {
-            self.keep(waiting.drain(..), limit, released);
+    /// Keeps what waited to join the history (written while a harvest
+    /// ran); the buffers thrown-away traces leave are let go to `released`.
+    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
+        for waiting in waiting.drain(..) {
+            match waiting {
+                Waiting::Kept(kept) => self.keep([kept], limit, released),
+                Waiting::Thrown { mut spans, count, root, end } => {
+                    self.keep_thrown(&mut spans, count, root, end, limit, released);
+                    released.buffers.push(spans);
+                }
+            }
         }
     }
 
@@ -241,6 +269,7 @@ impl History {
             match self.entries.pop_front() {
                 Some(Entry::Kept(gone)) => {
                     self.bytes -= gone.bytes;
+                    self.kept_bytes -= gone.bytes;
                     counted.parts += 1;
                     counted.spans += gone.message.span_count() as u64;
                     released.release(gone);
@@ -265,7 +294,7 @@ impl History {
     /// Forgets everything (the recorder was switched off, or the thread
     /// exited), as the parts it was recorded as.
     pub(crate) fn clear(&mut self) -> Vec<Kept> {
-        self.bytes = 0;
+        (self.bytes, self.kept_bytes) = (0, 0);
         let mut ring = std::mem::take(&mut self.ring);
         let mut parts = Vec::with_capacity(self.entries.len());
         for entry in self.entries.drain(..) {
@@ -332,6 +361,18 @@ impl Released {
         }
     }
 
+    /// Lets go what waited to join a history (the recorder was switched
+    /// off meanwhile).
+    pub(crate) fn release_waiting(&mut self, waiting: Waiting) {
+        match waiting {
+            Waiting::Kept(kept) => self.release(kept),
+            Waiting::Thrown { spans, mut root, .. } => {
+                self.buffers.push(spans);
+                self.extras.extend(root.take_extra());
+            }
+        }
+    }
+
     /// Recycles on this thread: the buffers serve its next lines, the lists
     /// and boxes its next properties. Left empty, its capacity kept for
     /// next time.
@@ -385,195 +426,5 @@ fn message_bytes(message: &Message) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-
-    use super::*;
-    use crate::data::id::{SpanId, TraceId};
-    use crate::data::raw_span::LINE_PARENT;
-
-    fn list() -> PropertyList {
-        Box::new(vec![("k".into(), "v".into())])
-    }
-
-    fn target() -> Targets {
-        Targets::One(Target::new(TraceId(7), SpanId(1), 9))
-    }
-
-    #[test]
-    fn parts_that_make_room_give_back_their_buffers_and_their_root_s_list() {
-        let mut spans = Vec::with_capacity(4);
-        for id in 2..4 {
-            let mut span = RawSpan::begin(SpanId(id), SpanId(1), Cow::Borrowed("step"), Instant::ZERO);
-            assert!(span.add_properties(list()).is_none());
-            spans.push(span);
-        }
-        let buffer = spans.as_ptr();
-        let mut root = SpanState::new("root".into(), target(), Role::Root, Instant::ZERO);
-        let root_list = list();
-        let root_list_at = &*root_list as *const Vec<_>;
-        assert!(root.add_properties(root_list).is_none());
-        let shared = Message::new(
-            Batch::Shared { spans: std::sync::Arc::new(Vec::new()), ids: crate::data::batch::IdMap::Keep },
-            target(),
-            Role::Child,
-            0,
-        );
-        let parts = [
-            Kept::new(Message::local_batch(spans, 2, target())),
-            Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO })),
-            Kept::new(shared),
-        ];
-        let mut history = History::default();
-        let mut released = Released::default();
-        history.keep(parts, usize::MAX, &mut released);
-        assert!(released.buffers.is_empty() && released.extras.is_empty());
-        // A limit of nothing: every part makes room.
-        history.keep([], 0, &mut released);
-        assert!(history.is_empty() && history.bytes() == 0);
-        // The local batch's buffer, its spans' lists still in it (given back
-        // with the buffer), and the root's box, its list in it; the shared
-        // batch, nothing.
-        assert_eq!(released.buffers.len(), 1);
-        assert_eq!(released.buffers[0].as_ptr(), buffer);
-        assert!(released.buffers[0].iter().all(|span| span.properties.is_some()));
-        assert_eq!(released.extras.len(), 1);
-        let (_, list, _) = released.extras.pop().unwrap().into_parts();
-        assert_eq!(list.as_deref().map(|list| list as *const Vec<_>), Some(root_list_at));
-        released.recycle_here();
-        assert!(released.buffers.is_empty() && released.extras.is_empty());
-    }
-
-    /// A root of trace `trace` on this thread, and its local spans: `n`
-    /// spans, the first with an owned name and properties if `owning`.
-    fn thrown(trace: u128, n: u64, owning: bool) -> (SpanState, Vec<RawSpan>) {
-        let root = SpanState::new(
-            "root".into(),
-            Targets::One(Target::new(TraceId(trace), SpanId(0), trace as u64)),
-            Role::Root,
-            Instant::ZERO,
-        );
-        let spans = (0..n)
-            .map(|index| {
-                let name = match owning && index == 0 {
-                    true => Cow::Owned(format!("owned {trace}")),
-                    false => Cow::Borrowed("step"),
-                };
-                let mut span =
-                    RawSpan::begin(SpanId(trace as u64 * 100 + index + 1), LINE_PARENT, name, Instant::ZERO);
-                if owning && index == 0 {
-                    assert!(span.add_properties(list()).is_none());
-                }
-                span
-            })
-            .collect();
-        (root, spans)
-    }
-
-    /// The traces a history holds, oldest first: each root's trace, and its
-    /// spans' ids, in order, read back from the ring.
-    fn held(history: &History) -> Vec<(u128, Vec<u64>)> {
-        history
-            .parts()
-            .filter_map(|held| match held {
-                Held::Thrown(thrown, (head, tail)) => {
-                    Some((thrown.root.trace_id().0, head.iter().chain(tail).map(|span| span.id.0).collect()))
-                }
-                Held::Kept(_) => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_owned() {
-        let limit = 2048;
-        let mut history = History::default();
-        let mut released = Released::default();
-        for trace in 1..=10u128 {
-            let (root, mut spans) = thrown(trace, 3 + (trace % 2) as u64, trace % 3 == 0);
-            let (buffer, count) = (spans.as_ptr(), spans.len());
-            assert!(history
-                .keep_thrown(&mut spans, count, root, Instant::ZERO, limit, &mut released)
-                .is_ok());
-            // The buffer is emptied, not taken: the caller's next line's.
-            assert!(spans.is_empty() && spans.as_ptr() == buffer);
-            assert!(history.bytes() <= limit);
-        }
-        assert!(history.ring.slots() < limit / std::mem::size_of::<RawSpan>(), "it wrapped");
-        // The newest traces, whole and in order, whichever way they wrap.
-        let kept = held(&history);
-        assert!(kept.len() >= 3, "{kept:?}");
-        let newest: Vec<u128> = kept.iter().map(|(trace, _)| *trace).collect();
-        assert_eq!(newest, ((11 - kept.len() as u128)..=10).collect::<Vec<_>>());
-        for (trace, ids) in &kept {
-            let n = 3 + (trace % 2) as u64;
-            assert_eq!(ids, &(0..n).map(|index| *trace as u64 * 100 + index + 1).collect::<Vec<_>>());
-        }
-        // The owning traces that went gave their span's list back.
-        let gone_owning = [3, 6, 9].iter().filter(|trace| !newest.contains(trace)).count();
-        assert_eq!(released.lists.len(), gone_owning);
-        // Everything held goes back as the parts it was recorded as, owned
-        // names and lists with them.
-        let parts = history.clear();
-        assert_eq!(history.bytes(), 0);
-        assert_eq!(parts.len(), 2 * kept.len());
-        for pair in parts.chunks(2) {
-            let trace = pair[1].root().expect("the root comes second").state.trace_id().0;
-            match &pair[0].message {
-                Message::Parts(Parts { batch: Batch::Local { spans, .. }, targets, .. }) => {
-                    assert_eq!(targets.as_slice()[0].trace_id().0, trace);
-                    assert_eq!(spans[0].properties.is_some(), trace % 3 == 0);
-                    if trace % 3 == 0 {
-                        assert_eq!(spans[0].name, format!("owned {trace}"));
-                    }
-                }
-                _ => panic!("the spans come first"),
-            }
-        }
-    }
-
-    #[test]
-    fn a_trace_larger_than_the_ring_is_given_back_and_a_lower_limit_lets_the_ring_go() {
-        let slot = std::mem::size_of::<RawSpan>();
-        let limit = 20 * slot;
-        let mut history = History::default();
-        let mut released = Released::default();
-        let (root, mut spans) = thrown(1, 21, false);
-        let root =
-            history.keep_thrown(&mut spans, 21, root, Instant::ZERO, limit, &mut released).unwrap_err();
-        assert_eq!(spans.len(), 21, "nothing taken");
-        assert_eq!(root.trace_id(), TraceId(1));
-        let (root, mut spans) = thrown(2, 8, true);
-        assert!(history.keep_thrown(&mut spans, 8, root, Instant::ZERO, limit, &mut released).is_ok());
-        assert_eq!(held(&history).len(), 1);
-        // A lower limit: the trace goes, its list given back, and the
-        // ring's slots with it.
-        history.keep([], slot, &mut released);
-        assert!(history.is_empty() && history.bytes() == 0);
-        assert_eq!(released.lists.len(), 1);
-        assert_eq!(history.ring.bytes(), 0);
-    }
-
-    #[test]
-    fn parts_kept_between_thrown_traces_go_oldest_first_with_them() {
-        let limit = 2048;
-        let mut history = History::default();
-        let mut released = Released::default();
-        let mut all = Vec::new();
-        for trace in 1..=12u128 {
-            let (root, mut spans) = thrown(trace, 4, false);
-            assert!(history.keep_thrown(&mut spans, 4, root, Instant::ZERO, limit, &mut released).is_ok());
-            // Parts kept while a harvest ran, between the traces.
-            let (root, _) = thrown(100 + trace, 0, false);
-            let ended = Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO }));
-            history.keep([ended], limit, &mut released);
-            all.extend([trace, 100 + trace]);
-            assert!(history.bytes() <= limit);
-            // Oldest first: whatever is held is a suffix of what was kept.
-            let roots: Vec<u128> =
-                history.parts().filter_map(|held| held.root().map(|root| root.trace_id().0)).collect();
-            assert!(roots.len() >= all.len().min(4), "{roots:?}");
-            assert_eq!(roots, all[all.len() - roots.len()..]);
-        }
-    }
-}
+#[path = "history_tests.rs"]
+mod tests;

@@ -39,8 +39,11 @@ impl Collector {
         queue::harvest(spares, |thread, mut cells, history, finished| {
             if let (Some(thread), Some(history)) = (thread, history) {
                 if limit == 0 || gathering.clear {
-                    for kept in history.clear().into_iter().chain(cells.kept.drain(..)) {
+                    for kept in history.clear() {
                         evicted.release(kept);
+                    }
+                    for waiting in cells.kept.drain(..) {
+                        evicted.release_waiting(waiting);
                     }
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {
