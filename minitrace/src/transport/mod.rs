@@ -11,7 +11,6 @@ pub(crate) mod message;
 pub(crate) mod property_lists;
 pub(crate) mod queue;
 pub(crate) mod span_buffers;
-pub(crate) mod span_ring;
 pub(crate) mod stats;
 pub(crate) mod wake;
 pub(crate) mod wanted;

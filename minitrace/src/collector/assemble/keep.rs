@@ -39,11 +39,8 @@ impl Collector {
         queue::harvest(spares, |thread, mut cells, history, finished| {
             if let (Some(thread), Some(history)) = (thread, history) {
                 if limit == 0 || gathering.clear {
-                    for kept in history.clear() {
+                    for kept in history.clear().into_iter().chain(cells.kept.drain(..)) {
                         evicted.release(kept);
-                    }
-                    for waiting in cells.kept.drain(..) {
-                        evicted.release_waiting(waiting);
                     }
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {
@@ -61,12 +58,12 @@ impl Collector {
                         history.clear().into_iter().map(|kept| Kept { thread: thread.number, ..kept }),
                     );
                 } else if !gathering.is_idle() {
-                    for held in history.parts() {
-                        gathering.gather_held(&held, thread.number, timeline);
+                    for kept in history.entries() {
+                        gathering.gather(&kept.message, thread.number, timeline);
                     }
                     if gathering.wants_memory() {
                         let memory =
-                            memory_of(thread.number, false, history.bytes(), history.parts(), timeline);
+                            memory_of(thread.number, false, history.bytes(), history.entries(), timeline);
                         gathering.note_memory(memory);
                     }
                 }
@@ -87,15 +84,11 @@ impl Collector {
             }
         }
         if !gathering.is_idle() {
-            for held in self.exited.parts() {
-                let thread = match &held {
-                    history::Held::Kept(kept) => kept.thread,
-                    history::Held::Thrown(..) => 0,
-                };
-                gathering.gather_held(&held, thread, timeline);
+            for kept in self.exited.entries() {
+                gathering.gather(&kept.message, kept.thread, timeline);
             }
             if gathering.wants_memory() && !self.exited.is_empty() {
-                let memory = memory_of(0, true, self.exited.bytes(), self.exited.parts(), timeline);
+                let memory = memory_of(0, true, self.exited.bytes(), self.exited.entries(), timeline);
                 gathering.note_memory(memory);
             }
         }
