@@ -79,6 +79,10 @@ mod spare {
         fn weight(&self) -> usize {
             1
         }
+
+        /// Nothing left: a box is given already emptied, its parts taken
+        /// by `Extra::into_parts`.
+        fn empty(&mut self) {}
     }
 
     thread_local! {

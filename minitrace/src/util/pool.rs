@@ -25,8 +25,9 @@ pub(crate) trait Weighed {
     /// Read without following a pointer.
     fn weight(&self) -> usize;
 
-    /// Empties it for its next use; by default there is nothing to empty.
-    fn empty(&mut self) {}
+    /// Empties it for its next use (what it held may own memory to free).
+    /// Required, so that each kind says how, or why there is nothing to.
+    fn empty(&mut self);
 }
 
 /// Recycled items of one kind, shared by every thread.
@@ -126,7 +127,7 @@ impl<T: Weighed> SharedPool<T> {
 mod tests {
     use super::{SharedPool, Weighed};
 
-    /// An item and its weight.
+    /// An item and its weight (nothing to empty).
     #[derive(Debug, PartialEq)]
     struct Item(&'static str, usize);
 
@@ -134,6 +135,8 @@ mod tests {
         fn weight(&self) -> usize {
             self.1
         }
+
+        fn empty(&mut self) {}
     }
 
     #[test]
@@ -177,6 +180,8 @@ mod tests {
             fn weight(&self) -> usize {
                 1
             }
+
+            fn empty(&mut self) {}
         }
         let counted = Rc::new(());
         let pool = SharedPool::new(1);
@@ -193,5 +198,30 @@ mod tests {
         let mut cache = Vec::new();
         pool.refill(&mut cache, 10);
         assert_eq!(cache, [Item("2", 1), Item("3", 1), Item("4", 1)]);
+    }
+
+    #[test]
+    fn what_is_put_is_emptied_and_the_head_left_as_it_was() {
+        /// A list that remembers its name: emptied, it holds nothing.
+        #[derive(Debug, PartialEq)]
+        struct List(&'static str, Vec<u8>);
+        impl Weighed for List {
+            fn weight(&self) -> usize {
+                1
+            }
+
+            fn empty(&mut self) {
+                self.1.clear();
+            }
+        }
+        let pool = SharedPool::new(10);
+        let mut items: Vec<List> = ["0", "1", "2", "3"].iter().map(|name| List(name, vec![1, 2])).collect();
+        pool.put_tail(&mut items, 2, |_| true);
+        assert_eq!(items, [List("0", vec![1, 2]), List("1", vec![1, 2])]);
+        // Pooled items come back empty, in the order they were put.
+        pool.put(&mut items, |_| true);
+        let mut cache = Vec::new();
+        pool.refill(&mut cache, 10);
+        assert_eq!(cache, [List("2", vec![]), List("3", vec![]), List("0", vec![]), List("1", vec![])]);
     }
 }
