@@ -17,14 +17,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::data::batch::Role;
+use crate::data::batch::{Batch, Role};
 use crate::data::convert::{attach_events, convert, Emptied, Part};
 use crate::data::id::{SpanId, TraceId};
 use crate::data::record::{EventRecord, SpanRecord};
+use crate::data::span_state::SpanState;
 use crate::data::target::Target;
 use crate::data::timeline::Timeline;
 use crate::transport::gate;
-use crate::transport::history::Kept;
+use crate::transport::history::Held;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::wake::{on_collector_thread, wake_collector};
 use crate::util::id_hasher::BuildIdHasher;
@@ -229,18 +230,59 @@ impl Gathering {
         if self.requests.is_empty() {
             return;
         }
-        let (everything, wanted) = (self.everything, &mut self.wanted);
-        message.for_each_target(|target| {
-            let trace_id = target.trace_id();
-            let roots = match everything {
-                true => wanted.entry(trace_id).or_default(),
-                false => match wanted.get_mut(&trace_id) {
-                    Some(roots) => roots,
-                    None => return,
-                },
-            };
-            roots.entry(target.collect_id).or_default().add(message, target, thread, timeline);
+        match message {
+            Message::Ended(EndedSpan { state, end }) => self.gather_ended(state, *end, thread, timeline),
+            Message::Parts(parts) => {
+                for target in parts.targets.as_slice() {
+                    if let Some(found) = self.parts_for(target) {
+                        found.add_batch(&parts.batch, target, timeline);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`gather`](Self::gather), for a part a history holds. A trace the
+    /// thread threw away is converted only if it is wanted, from clones of
+    /// its spans.
+    pub(crate) fn gather_held(&mut self, held: &Held<'_>, thread: u32, timeline: &Timeline) {
+        match held {
+            Held::Kept(kept) => self.gather(&kept.message, thread, timeline),
+            Held::Thrown(thrown, (head, tail)) => {
+                let trace_id = thrown.root.trace_id();
+                if self.requests.is_empty() || !(self.everything || self.wanted.contains_key(&trace_id)) {
+                    return;
+                }
+                if !head.is_empty() {
+                    // Converted from a clone, as kept parts are.
+                    let spans = [*head, *tail].concat();
+                    let batch = Batch::Local { events: thrown.count < spans.len(), spans };
+                    let target = thrown.line_target();
+                    if let Some(found) = self.parts_for(&target) {
+                        found.add_batch(&batch, &target, timeline);
+                    }
+                }
+                self.gather_ended(&thrown.root, thrown.end, thread, timeline);
+            }
+        }
+    }
+
+    fn gather_ended(&mut self, state: &SpanState, end: minstant::Instant, thread: u32, timeline: &Timeline) {
+        state.for_each_target(|target| {
+            if let Some(found) = self.parts_for(target) {
+                found.add_ended(state, end, target, thread, timeline);
+            }
         });
+    }
+
+    /// Where what is found under `target` goes, if its trace is wanted.
+    fn parts_for(&mut self, target: &Target) -> Option<&mut Parts> {
+        let trace_id = target.trace_id();
+        let roots = match self.everything {
+            true => self.wanted.entry(trace_id).or_default(),
+            false => self.wanted.get_mut(&trace_id)?,
+        };
+        Some(roots.entry(target.collect_id).or_default())
     }
 
     /// Answers every request; returns the traces to report, and the awaited
@@ -332,39 +374,30 @@ impl Parts {
         self.records.is_empty() && self.roots.is_empty()
     }
 
-    fn add(&mut self, message: &Message, target: &Target, thread: u32, timeline: &Timeline) {
+    fn add_ended(
+        &mut self,
+        state: &SpanState,
+        end: minstant::Instant,
+        target: &Target,
+        thread: u32,
+        timeline: &Timeline,
+    ) {
         // Kept parts are converted from clones: nothing of theirs to recycle.
         let mut emptied = Emptied::default();
-        match message {
-            Message::Ended(EndedSpan { state, end }) => {
-                let mut one = Vec::with_capacity(1);
-                convert(
-                    Part::KeptEnded(state, *end),
-                    target,
-                    timeline,
-                    &mut one,
-                    &mut self.events,
-                    &mut emptied,
-                );
-                match state.role() {
-                    Role::Child => self.records.append(&mut one),
-                    role => {
-                        self.collect_ids.push(target.collect_id);
-                        self.roots.extend(one.into_iter().map(|root| (root, thread, role)));
-                    }
-                }
-            }
-            Message::Parts(parts) => {
-                convert(
-                    Part::KeptBatch(&parts.batch),
-                    target,
-                    timeline,
-                    &mut self.records,
-                    &mut self.events,
-                    &mut emptied,
-                );
+        let mut one = Vec::with_capacity(1);
+        convert(Part::KeptEnded(state, end), target, timeline, &mut one, &mut self.events, &mut emptied);
+        match state.role() {
+            Role::Child => self.records.append(&mut one),
+            role => {
+                self.collect_ids.push(target.collect_id);
+                self.roots.extend(one.into_iter().map(|root| (root, thread, role)));
             }
         }
+    }
+
+    fn add_batch(&mut self, batch: &Batch, target: &Target, timeline: &Timeline) {
+        let mut emptied = Emptied::default();
+        convert(Part::KeptBatch(batch), target, timeline, &mut self.records, &mut self.events, &mut emptied);
     }
 
     /// The trace as the collector would have reported it: the root last,
@@ -414,14 +447,14 @@ pub(crate) fn memory_of<'a>(
     thread: u32,
     exited: bool,
     bytes: usize,
-    entries: impl Iterator<Item = &'a Kept>,
+    parts: impl Iterator<Item = Held<'a>>,
     timeline: &Timeline,
 ) -> ThreadMemory {
     let mut memory = ThreadMemory { thread, bytes, exited, ..ThreadMemory::default() };
-    for kept in entries {
-        if let Some(root) = kept.root() {
+    for held in parts {
+        if let Some(root) = held.root() {
             memory.roots += 1;
-            let begin = timeline.unix_nanos(root.state.begin());
+            let begin = timeline.unix_nanos(root.begin());
             memory.oldest_unix_ns = Some(memory.oldest_unix_ns.map_or(begin, |oldest| oldest.min(begin)));
         }
     }

@@ -75,7 +75,13 @@ impl RawSpan {
         self.end == Instant::ZERO
     }
 
-    #[allow(dead_code)] // the flight recorder's retention uses it next
+    /// Whether it owns heap memory: [`heap_bytes`](Self::heap_bytes) is
+    /// not 0.
+    #[inline]
+    pub(crate) fn owns_heap(&self) -> bool {
+        matches!(self.name, Cow::Owned(_)) || self.properties.is_some()
+    }
+
     /// The heap bytes it owns: its name, if owned, and its properties.
     pub(crate) fn heap_bytes(&self) -> usize {
         owned_bytes(&self.name)

@@ -215,6 +215,13 @@ impl SpanState {
         self.first_target().trace_id()
     }
 
+    /// The target of this span's local spans on its own thread, when it
+    /// has one target (a root's line).
+    #[inline]
+    pub(crate) fn line_target(&self) -> Target {
+        self.first_target().with_parent(self.id)
+    }
+
     /// The targets of a child of this span.
     #[inline(always)]
     pub(crate) fn child_targets(&self) -> Targets {

@@ -53,12 +53,20 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     } else if limit > 0 {
         // Kept for the flight recorder, as recorded: the root too.
         thrown_away += 1;
-        let mut parts = [
-            waiting.map(|waiting| Kept::new(waiting.into_message())),
-            Some(Kept::new(Message::Ended(EndedSpan { state: root, end }))),
-        ];
         stats::count_sampled_out_here(thrown_away);
-        return queue::keep(&mut parts, limit);
+        return match waiting {
+            // Its spans under another target than the root's own line
+            // (never, but kept safe): kept as parts.
+            Some(waiting) if waiting.target != root.line_target() => queue::keep(
+                &mut [
+                    Some(Kept::new(waiting.into_message())),
+                    Some(Kept::new(Message::Ended(EndedSpan { state: root, end }))),
+                ],
+                limit,
+            ),
+            Some(waiting) => queue::keep_thrown(waiting.spans, waiting.count, root, end, limit),
+            None => queue::keep_thrown(Vec::new(), 0, root, end, limit),
+        };
     } else {
         thrown_away += 1;
         if let Some(list) = root.into_properties() {

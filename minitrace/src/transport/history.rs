@@ -1,22 +1,26 @@
 //! What a thread keeps of its traces, whatever their fate, while the flight
-//! recorder is on: the parts it recorded, as it recorded them (the same
-//! messages it sends the collector), in memory bounded by the recorder's
-//! bytes per thread. The oldest parts make room, counted. A thread keeps a
-//! trace it threw away itself; the collector gives each thread back the
-//! parts it received from it, once filed. Both write under the handover's
-//! protocol (`transport::handoff`); the collector reads histories during a
-//! harvest, to retrieve traces after the fact.
+//! recorder is on, in memory bounded by the recorder's bytes per thread.
+//! A trace the thread threw away itself is one entry: its root, and its
+//! local spans moved into the history's ring (`transport::span_ring`), their
+//! buffer back to the thread's next line. The parts the collector received
+//! from the thread, once filed, come back to it as they travelled. The
+//! oldest make room, counted. Both the thread and the collector write under
+//! the handover's protocol (`transport::handoff`); the collector reads
+//! histories during a harvest, to retrieve traces after the fact.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
-use crate::data::span_state::Extra;
-use crate::data::target::Targets;
+use crate::data::record::PropertyList;
+use crate::data::span_state::{Extra, SpanState};
+use crate::data::target::{Target, Targets};
 use crate::transport::message::{EndedSpan, Message, Parts};
+use crate::transport::span_ring::Ring;
 use crate::transport::{property_lists, span_buffers, stats};
-use crate::util::prefetch;
+
+use minstant::Instant;
 
 /// The bytes each thread's history may hold; 0: the recorder is off, and
 /// nothing is kept.
@@ -37,15 +41,12 @@ pub(crate) fn set_limit(bytes: usize) {
 pub(crate) struct Kept {
     pub(crate) message: Message,
     pub(crate) bytes: usize,
-    /// The thread that kept it, once it left that thread's history (the
-    /// thread exited); 0 while there.
-    pub(crate) thread: u32,
 }
 
 impl Kept {
     pub(crate) fn new(message: Message) -> Kept {
         let bytes = message_bytes(&message);
-        Kept { message, bytes, thread: 0 }
+        Kept { message, bytes }
     }
 
     /// A root's span, if this part is one.
@@ -57,11 +58,81 @@ impl Kept {
     }
 }
 
-/// One thread's kept parts, oldest first.
+/// One thread's kept parts, oldest first: parts as they travelled
+/// ([`Kept`]), and the traces this thread threw away itself ([`Thrown`]),
+/// whose local spans are moved into the history's ring of spans. The ring
+/// is written in order and overwritten in place: the thread's span buffer
+/// goes straight back to its next request, still in cache, and the ring's
+/// memory is only ever written in sequence (PERFORMANCE.md, "The flight
+/// recorder").
 #[derive(Default)]
 pub(crate) struct History {
-    entries: VecDeque<Kept>,
+    entries: VecDeque<Entry>,
+    ring: Ring,
     bytes: usize,
+    /// Of `bytes`, the [`Kept`] parts': they come in bursts (a harvest's
+    /// worth at once), and do not size the ring.
+    kept_bytes: usize,
+}
+
+enum Entry {
+    Kept(Kept),
+    Thrown(Thrown),
+}
+
+/// A trace thrown away on the thread that started it: its root, ended,
+/// and the local spans that waited for it, in the history's ring.
+pub(crate) struct Thrown {
+    pub(crate) root: SpanState,
+    pub(crate) end: Instant,
+    /// The number of its first span in the ring.
+    first: u64,
+    /// Its spans and events in the ring.
+    entries: usize,
+    /// Of them, spans (not events).
+    pub(crate) count: usize,
+    /// Every byte it holds beside its slots: the entry, and what its root
+    /// and spans own.
+    bytes: usize,
+    /// Whether its spans own anything (dropped where they lie when it goes).
+    owning: bool,
+}
+
+impl Thrown {
+    /// The target its local spans were recorded under: the root's trace,
+    /// the root as their parent.
+    pub(crate) fn line_target(&self) -> Target {
+        self.root.line_target()
+    }
+}
+
+/// What waits to join a thread's history while a harvest holds it.
+pub(crate) enum Waiting {
+    Kept(Kept),
+    /// A thrown-away trace (see [`History::keep_thrown`]).
+    Thrown {
+        spans: Vec<RawSpan>,
+        count: usize,
+        root: SpanState,
+        end: Instant,
+    },
+}
+
+/// A part a history holds, as its readers see it.
+pub(crate) enum Held<'a> {
+    Kept(&'a Kept),
+    /// A thrown-away trace, and its spans (in one or two runs).
+    Thrown(&'a Thrown, (&'a [RawSpan], &'a [RawSpan])),
+}
+
+impl Held<'_> {
+    /// The root's span, if this part holds one.
+    pub(crate) fn root(&self) -> Option<&SpanState> {
+        match self {
+            Held::Kept(kept) => kept.root().map(|ended| &ended.state),
+            Held::Thrown(thrown, _) => Some(&thrown.root),
+        }
+    }
 }
 
 impl History {
@@ -74,8 +145,12 @@ impl History {
         self.bytes
     }
 
-    pub(crate) fn entries(&self) -> impl DoubleEndedIterator<Item = &Kept> {
-        self.entries.iter()
+    /// Every part, oldest first.
+    pub(crate) fn parts(&self) -> impl Iterator<Item = Held<'_>> {
+        self.entries.iter().map(|entry| match entry {
+            Entry::Kept(kept) => Held::Kept(kept),
+            Entry::Thrown(thrown) => Held::Thrown(thrown, self.ring.runs(thrown.first, thrown.entries)),
+        })
     }
 
     /// Keeps `entries`; what made room for them (the oldest parts) is let
@@ -90,55 +165,209 @@ impl History {
     ) {
         for entry in entries {
             self.bytes += entry.bytes;
-            self.entries.push_back(entry);
+            self.kept_bytes += entry.bytes;
+            self.entries.push_back(Entry::Kept(entry));
         }
-        let (mut parts, mut spans) = (0, 0);
-        while self.bytes > limit {
-            // A root kept right after its trace's local spans goes with
-            // them: held alone, it would stand for a whole trace.
-            let root_goes_too = match self.entries.front().map(|oldest| &oldest.message) {
-                Some(Message::Parts(Parts { targets: Targets::One(target), .. })) => self
-                    .entries
-                    .get(1)
-                    .and_then(Kept::root)
-                    .is_some_and(|root| root.state.trace_id() == target.trace_id()),
-                Some(_) => false,
-                None => break,
-            };
-            // Popped straight into `release`, one at a time: not moved
-            // through an iterator first.
-            for _ in 0..1 + usize::from(root_goes_too) {
-                let Some(gone) = self.entries.pop_front() else { break };
-                self.bytes -= gone.bytes;
-                parts += 1;
-                spans += gone.message.span_count() as u64;
-                released.release(gone);
+        let mut counted = Counted::default();
+        self.make_room(limit, released, &mut counted);
+        counted.publish();
+    }
+
+    /// Keeps a trace this thread threw away: `root`, ended at `end`, and
+    /// the local spans that waited for it (`count` of them spans, the rest
+    /// events), moved out of `spans` into the ring; the buffer, emptied,
+    /// is the caller's again. If the ring cannot hold that many spans,
+    /// they are kept as the parts they were recorded as, buffer and all.
+    pub(crate) fn keep_thrown(
+        &mut self,
+        spans: &mut Vec<RawSpan>,
+        count: usize,
+        root: SpanState,
+        end: Instant,
+        limit: usize,
+        released: &mut Released,
+    ) {
+        let entries = spans.len();
+        let entry = std::mem::size_of::<Entry>();
+        let over = self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
+        if !self.ring.fit(entries, limit, over) {
+            let mut parts = Vec::with_capacity(2);
+            if !spans.is_empty() {
+                let target = Targets::One(root.line_target());
+                parts.push(Kept::new(Message::local_batch(std::mem::take(spans), count, target)));
             }
+            parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
+            return self.keep(parts, limit, released);
         }
-        if parts > 0 {
-            stats::count_overwritten_here(parts, spans);
-            // The next to make room, written a whole history ago: its spans
-            // are asked for now, so that recycling them next time (they are
-            // read to give back what they own) does not wait on each miss.
-            if let Some(Kept { message: Message::Parts(next), .. }) = self.entries.front() {
-                if let Batch::Local { spans, .. } = &next.batch {
-                    prefetch::items(spans, 16);
+        let mut counted = Counted::default();
+        // The oldest traces in the slots about to be overwritten go first.
+        let reused_from = self.ring.reused_from(entries);
+        while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
+        // What the spans own is summed only if one owns anything (rarely).
+        let owning = spans.iter().any(RawSpan::owns_heap);
+        let span_bytes = match owning {
+            true => spans.iter().map(RawSpan::heap_bytes).sum(),
+            false => 0,
+        };
+        let (first, grown) = self.ring.write(spans);
+        let bytes = entry + root.heap_bytes() + span_bytes;
+        self.bytes += bytes + grown;
+        self.entries.push_back(Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning }));
+        self.make_room(limit, released, &mut counted);
+        counted.publish();
+    }
+
+    /// Keeps what waited to join the history (written while a harvest
+    /// ran); the buffers thrown-away traces leave are let go to `released`.
+    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
+        for waiting in waiting.drain(..) {
+            match waiting {
+                Waiting::Kept(kept) => self.keep([kept], limit, released),
+                Waiting::Thrown { mut spans, count, root, end } => {
+                    self.keep_thrown(&mut spans, count, root, end, limit, released);
+                    released.buffers.push(spans);
                 }
             }
         }
     }
 
-    /// Keeps what waited to join the history (written while a harvest ran).
-    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Kept>, limit: usize, released: &mut Released) {
-        if !waiting.is_empty() {
-            self.keep(waiting.drain(..), limit, released);
+    /// Lets the oldest parts go until it holds at most `limit` bytes; if
+    /// only the ring's slots are left and still too many (the limit was
+    /// lowered), the ring goes too.
+    fn make_room(&mut self, limit: usize, released: &mut Released, counted: &mut Counted) {
+        while self.bytes > limit {
+            if !self.let_oldest_go(released, counted) {
+                self.bytes -= std::mem::take(&mut self.ring).bytes();
+                break;
+            }
         }
     }
 
-    /// Forgets everything (the recorder was switched off).
-    pub(crate) fn clear(&mut self) -> Vec<Kept> {
-        self.bytes = 0;
-        self.entries.drain(..).collect()
+    /// Lets the oldest part go; `false` if there is none.
+    fn let_oldest_go(&mut self, released: &mut Released, counted: &mut Counted) -> bool {
+        // A root kept right after its trace's local spans goes with them:
+        // held alone, it would stand for a whole trace.
+        let root_goes_too = match self.entries.front() {
+            Some(Entry::Kept(Kept {
+                message: Message::Parts(Parts { targets: Targets::One(target), .. }),
+                ..
+            })) => match self.entries.get(1) {
+                Some(Entry::Kept(next)) => {
+                    next.root().is_some_and(|root| root.state.trace_id() == target.trace_id())
+                }
+                _ => false,
+            },
+            Some(_) => false,
+            None => return false,
+        };
+        // Popped straight into `release`, one at a time: not moved through
+        // an iterator first.
+        for _ in 0..1 + usize::from(root_goes_too) {
+            match self.entries.pop_front() {
+                Some(Entry::Kept(gone)) => {
+                    self.bytes -= gone.bytes;
+                    self.kept_bytes -= gone.bytes;
+                    counted.parts += 1;
+                    counted.spans += gone.message.span_count() as u64;
+                    released.release(gone);
+                }
+                Some(Entry::Thrown(mut gone)) => {
+                    self.bytes -= gone.bytes;
+                    counted.parts += 1 + u64::from(gone.entries > 0);
+                    counted.spans += (gone.count + gone.root.target_count()) as u64;
+                    released.extras.extend(gone.root.take_extra());
+                    self.ring.let_go(gone.first + gone.entries as u64);
+                    if gone.owning {
+                        self.ring
+                            .empty(gone.first, gone.entries, |span| released.lists.extend(span.properties));
+                    }
+                }
+                None => break,
+            }
+        }
+        true
+    }
+}
+
+/// The histories of threads that exited, kept whole (ring and all: moved,
+/// not converted) until they take more than their bound, oldest thread
+/// first. Requests find their traces here as in a live thread's history.
+#[derive(Default)]
+pub(crate) struct Exited {
+    histories: VecDeque<(u32, History)>,
+    bytes: usize,
+}
+
+impl Exited {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.histories.is_empty()
+    }
+
+    /// The bytes it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Each exited thread's number and history, oldest first.
+    pub(crate) fn histories(&self) -> impl Iterator<Item = (u32, &History)> {
+        self.histories.iter().map(|(thread, history)| (*thread, history))
+    }
+
+    /// Takes `history`, the memory of the thread numbered `thread`, which
+    /// exited; left empty there.
+    pub(crate) fn take(&mut self, thread: u32, history: &mut History) {
+        if !history.is_empty() {
+            self.bytes += history.bytes;
+            self.histories.push_back((thread, std::mem::take(history)));
+        }
+    }
+
+    /// Keeps parts filed from the thread numbered `thread` after it exited,
+    /// with its history if that is still here.
+    pub(crate) fn keep(&mut self, thread: u32, parts: Vec<Kept>, limit: usize, released: &mut Released) {
+        let at = self.histories.iter().rposition(|(of, _)| *of == thread);
+        let history = match at {
+            Some(at) => &mut self.histories[at].1,
+            None => {
+                self.histories.push_back((thread, History::default()));
+                &mut self.histories.back_mut().expect("just pushed").1
+            }
+        };
+        self.bytes -= history.bytes;
+        history.keep(parts, limit, released);
+        self.bytes += history.bytes;
+    }
+
+    /// Lets the oldest threads' histories go until it holds at most
+    /// `limit` bytes; each goes whole, counted as overwritten.
+    pub(crate) fn make_room(&mut self, limit: usize, released: &mut Released) {
+        while self.bytes > limit {
+            let Some((_, mut gone)) = self.histories.pop_front() else { break };
+            self.bytes -= gone.bytes;
+            let mut counted = Counted::default();
+            gone.make_room(0, released, &mut counted);
+            counted.publish();
+        }
+    }
+
+    /// Forgets every history (the recorder was switched off).
+    pub(crate) fn forget(&mut self) {
+        (self.histories, self.bytes) = (VecDeque::new(), 0);
+    }
+}
+
+/// Parts and spans let go by one call, counted once at its end.
+#[derive(Default)]
+struct Counted {
+    parts: u64,
+    spans: u64,
+}
+
+impl Counted {
+    fn publish(self) {
+        if self.parts > 0 {
+            stats::count_overwritten_here(self.parts, self.spans);
+        }
     }
 }
 
@@ -158,6 +387,8 @@ pub(crate) struct Released {
     // The boxes themselves are what is recycled: the allocations.
     #[allow(clippy::vec_box)]
     extras: Vec<Box<Extra>>,
+    /// The property lists of spans let go from a ring.
+    lists: Vec<PropertyList>,
 }
 
 impl Released {
@@ -171,10 +402,25 @@ impl Released {
         }
     }
 
+    /// Lets go what waited to join a history (the recorder was switched
+    /// off meanwhile).
+    pub(crate) fn release_waiting(&mut self, waiting: Waiting) {
+        match waiting {
+            Waiting::Kept(kept) => self.release(kept),
+            Waiting::Thrown { spans, mut root, .. } => {
+                self.buffers.push(spans);
+                self.extras.extend(root.take_extra());
+            }
+        }
+    }
+
     /// Recycles on this thread: the buffers serve its next lines, the lists
     /// and boxes its next properties. Left empty, its capacity kept for
     /// next time.
     pub(crate) fn recycle_here(&mut self) {
+        if self.buffers.is_empty() && self.extras.is_empty() && self.lists.is_empty() {
+            return;
+        }
         for spans in self.buffers.drain(..) {
             span_buffers::give_back_locally(spans);
         }
@@ -183,6 +429,9 @@ impl Released {
             if let (_, Some(list), _) = extra.into_parts() {
                 property_lists::give_back_locally(list);
             }
+        }
+        for list in self.lists.drain(..) {
+            property_lists::give_back_locally(list);
         }
     }
 
@@ -193,6 +442,7 @@ impl Released {
             .extras
             .drain(..)
             .filter_map(|extra| extra.into_parts().1)
+            .chain(self.lists.drain(..))
             .map(property_lists::Pooled::new)
             .collect();
         property_lists::recycle(&mut lists);
@@ -217,68 +467,5 @@ fn message_bytes(message: &Message) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-
-    use minstant::Instant;
-
-    use super::*;
-    use crate::data::batch::Role;
-    use crate::data::id::{SpanId, TraceId};
-    use crate::data::record::PropertyList;
-    use crate::data::span_state::SpanState;
-    use crate::data::target::{Target, Targets};
-    use crate::transport::message::EndedSpan;
-
-    fn list() -> PropertyList {
-        Box::new(vec![("k".into(), "v".into())])
-    }
-
-    fn target() -> Targets {
-        Targets::One(Target::new(TraceId(7), SpanId(1), 9))
-    }
-
-    #[test]
-    fn parts_that_make_room_give_back_their_buffers_and_their_root_s_list() {
-        let mut spans = Vec::with_capacity(4);
-        for id in 2..4 {
-            let mut span = RawSpan::begin(SpanId(id), SpanId(1), Cow::Borrowed("step"), Instant::ZERO);
-            assert!(span.add_properties(list()).is_none());
-            spans.push(span);
-        }
-        let buffer = spans.as_ptr();
-        let mut root = SpanState::new("root".into(), target(), Role::Root, Instant::ZERO);
-        let root_list = list();
-        let root_list_at = &*root_list as *const Vec<_>;
-        assert!(root.add_properties(root_list).is_none());
-        let shared = Message::new(
-            Batch::Shared { spans: std::sync::Arc::new(Vec::new()), ids: crate::data::batch::IdMap::Keep },
-            target(),
-            Role::Child,
-            0,
-        );
-        let parts = [
-            Kept::new(Message::local_batch(spans, 2, target())),
-            Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO })),
-            Kept::new(shared),
-        ];
-        let mut history = History::default();
-        let mut released = Released::default();
-        history.keep(parts, usize::MAX, &mut released);
-        assert!(released.buffers.is_empty() && released.extras.is_empty());
-        // A limit of nothing: every part makes room.
-        history.keep([], 0, &mut released);
-        assert!(history.is_empty() && history.bytes() == 0);
-        // The local batch's buffer, its spans' lists still in it (given back
-        // with the buffer), and the root's box, its list in it; the shared
-        // batch, nothing.
-        assert_eq!(released.buffers.len(), 1);
-        assert_eq!(released.buffers[0].as_ptr(), buffer);
-        assert!(released.buffers[0].iter().all(|span| span.properties.is_some()));
-        assert_eq!(released.extras.len(), 1);
-        let (_, list, _) = released.extras.pop().unwrap().into_parts();
-        assert_eq!(list.as_deref().map(|list| list as *const Vec<_>), Some(root_list_at));
-        released.recycle_here();
-        assert!(released.buffers.is_empty() && released.extras.is_empty());
-    }
-}
+#[path = "history_tests.rs"]
+mod tests;

@@ -103,14 +103,6 @@ impl Message {
         }
     }
 
-    /// Each of its targets, borrowed where it can be.
-    pub(crate) fn for_each_target(&self, mut each: impl FnMut(&Target)) {
-        match self {
-            Message::Ended(EndedSpan { state, .. }) => state.for_each_target(each),
-            Message::Parts(parts) => parts.targets.as_slice().iter().for_each(&mut each),
-        }
-    }
-
     pub(crate) fn targets(&self) -> Targets {
         match self {
             Message::Ended(EndedSpan { state, .. }) => state.targets(),

@@ -11,6 +11,7 @@ pub(crate) mod message;
 pub(crate) mod property_lists;
 pub(crate) mod queue;
 pub(crate) mod span_buffers;
+pub(crate) mod span_ring;
 pub(crate) mod stats;
 pub(crate) mod wake;
 pub(crate) mod wanted;

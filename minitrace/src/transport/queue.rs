@@ -14,14 +14,18 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use minstant::Instant;
+
 use crate::data::batch::Role;
 use crate::data::id::SpanId;
+use crate::data::raw_span::RawSpan;
+use crate::data::span_state::SpanState;
 use crate::data::target::Targets;
 use crate::transport::handoff::{Cells, Handoff, Hub};
-use crate::transport::history::{History, Kept};
+use crate::transport::history::{History, Kept, Waiting};
 use crate::transport::message::Message;
 use crate::transport::wake::{on_collector_thread, wake_collector};
-use crate::transport::{gate, stats};
+use crate::transport::{gate, span_buffers, stats};
 use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
@@ -37,7 +41,7 @@ const MAX_DROPPED: usize = 1 << 20;
 
 /// A traced thread, as the collector sees it.
 pub(crate) struct Thread {
-    pub(crate) handoff: Handoff<Message, Kept, History>,
+    pub(crate) handoff: Handoff<Message, Waiting, History>,
     /// What the collector has filed of the thread's queue, in the units of
     /// [`MAX_SPANS_IN_FLIGHT`]: the budget is kept without a shared
     /// read-modify-write per message, the thread counting what it queued in
@@ -185,10 +189,44 @@ pub(crate) fn keep(parts: &mut [Option<Kept>], limit: usize) {
                 history.absorb(&mut cells.kept, limit, evicted);
                 history.keep(parts.iter_mut().filter_map(Option::take), limit, evicted);
             }
-            None => cells.kept.extend(parts.iter_mut().filter_map(Option::take)),
+            None => cells.kept.extend(parts.iter_mut().filter_map(Option::take).map(Waiting::Kept)),
         });
         evicted.recycle_here();
     });
+}
+
+/// Keeps a trace this thread threw away in its history, never waiting:
+/// its root, ended at `end`, and the local spans that waited for it
+/// (`count` of them spans), moved into the history's ring (see
+/// [`History::keep_thrown`]); their buffer goes back to this thread's next
+/// line. While a harvest runs, they wait to join the history, buffer and
+/// all.
+pub(crate) fn keep_thrown(
+    mut spans: Vec<RawSpan>,
+    count: usize,
+    root: SpanState,
+    end: Instant,
+    limit: usize,
+) {
+    let _ = QUEUE.try_with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else { return };
+        if matches!(&**slot, Slot::Unregistered) && thread_exit_armed() {
+            **slot = Slot::Open(register_thread());
+        }
+        let Slot::Open(queue) = &mut **slot else { return };
+        let (evicted, spans) = (&mut queue.evicted, &mut spans);
+        queue.thread.handoff.write(hub(), |cells, history| match history {
+            Some(history) => {
+                history.absorb(&mut cells.kept, limit, evicted);
+                history.keep_thrown(spans, count, root, end, limit, evicted);
+            }
+            None => cells.kept.push(Waiting::Thrown { spans: std::mem::take(spans), count, root, end }),
+        });
+        evicted.recycle_here();
+    });
+    if spans.capacity() > 0 {
+        span_buffers::give_back_locally(spans);
+    }
 }
 
 /// The thread's first message registers its handover, unless the thread is
@@ -353,7 +391,7 @@ const OUTBOX_CAPACITY: usize = 1 << 12;
 /// lets threads that exited and have nothing more go.
 pub(crate) fn harvest(
     spares: &mut Vec<Vec<Message>>,
-    mut take: impl FnMut(Option<&Arc<Thread>>, Cells<Message, Kept>, Option<&mut History>, bool),
+    mut take: impl FnMut(Option<&Arc<Thread>>, Cells<Message, Waiting>, Option<&mut History>, bool),
 ) {
     let mut retired = Vec::new();
     let threads = || lock(&THREADS).clone();

@@ -31,16 +31,18 @@ impl Collector {
         let limit = history::limit();
         let mut returning = std::mem::take(&mut self.to_return);
         let mut evicted = history::Released::default();
-        let mut leaving = Vec::new();
         let mut emptied = Vec::new();
         let mut cut = Vec::new();
         let timeline = &self.timeline;
         let spares = &mut self.spares;
+        let exited = &mut self.exited;
         queue::harvest(spares, |thread, mut cells, history, finished| {
             if let (Some(thread), Some(history)) = (thread, history) {
                 if limit == 0 || gathering.clear {
-                    for kept in history.clear().into_iter().chain(cells.kept.drain(..)) {
-                        evicted.release(kept);
+                    // Dropped where it is: the recorder was switched off.
+                    drop(std::mem::take(history));
+                    for waiting in cells.kept.drain(..) {
+                        evicted.release_waiting(waiting);
                     }
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {
@@ -51,44 +53,43 @@ impl Collector {
                     history.absorb(&mut cells.kept, limit, &mut evicted);
                 }
                 if finished && cells.outbox.is_empty() {
-                    // An exited thread's memory joins the exited threads'
-                    // pool, where requests find it (unless it sent
+                    // An exited thread's memory joins the exited threads',
+                    // moved whole, where requests find it (unless it sent
                     // something now, which comes back to it first).
-                    leaving.extend(
-                        history.clear().into_iter().map(|kept| Kept { thread: thread.number, ..kept }),
-                    );
+                    exited.take(thread.number, history);
                 } else if !gathering.is_idle() {
-                    for kept in history.entries() {
-                        gathering.gather(&kept.message, thread.number, timeline);
+                    for held in history.parts() {
+                        gathering.gather_held(&held, thread.number, timeline);
                     }
                     if gathering.wants_memory() {
                         let memory =
-                            memory_of(thread.number, false, history.bytes(), history.entries(), timeline);
+                            memory_of(thread.number, false, history.bytes(), history.parts(), timeline);
                         gathering.note_memory(memory);
                     }
                 }
             }
             cut.push((thread.cloned(), cells.outbox));
         });
-        // What was to go back to threads let go meanwhile joins the pool.
-        for (thread, filed) in returning {
-            leaving.extend(
-                filed.into_iter().map(|message| Kept { thread: thread.number, ..Kept::new(message) }),
-            );
-        }
-        if limit > 0 {
-            self.exited.keep(leaving, limit * EXITED_THREADS, &mut evicted);
-        } else {
-            for kept in leaving.into_iter().chain(self.exited.clear()) {
-                evicted.release(kept);
+        // What was to go back to threads let go meanwhile joins their
+        // memories there.
+        if limit > 0 && !gathering.clear {
+            for (thread, filed) in returning {
+                let parts = filed.into_iter().map(Kept::new).collect();
+                self.exited.keep(thread.number, parts, limit, &mut evicted);
             }
+            self.exited.make_room(limit * EXITED_THREADS, &mut evicted);
+        } else {
+            self.exited.forget();
         }
         if !gathering.is_idle() {
-            for kept in self.exited.entries() {
-                gathering.gather(&kept.message, kept.thread, timeline);
+            for (thread, history) in self.exited.histories() {
+                for held in history.parts() {
+                    gathering.gather_held(&held, thread, timeline);
+                }
             }
             if gathering.wants_memory() && !self.exited.is_empty() {
-                let memory = memory_of(0, true, self.exited.bytes(), self.exited.entries(), timeline);
+                let parts = self.exited.histories().flat_map(|(_, history)| history.parts());
+                let memory = memory_of(0, true, self.exited.bytes(), parts, timeline);
                 gathering.note_memory(memory);
             }
         }

@@ -108,7 +108,7 @@ pub(crate) struct Collector {
     /// What was filed in the last cycle, by thread, to give back.
     to_return: Vec<(Arc<Thread>, Vec<Message>)>,
     /// What exited threads kept, while the recorder is on.
-    exited: history::History,
+    exited: history::Exited,
     /// Emptied outboxes, to give threads at the next harvest.
     spares: Vec<Vec<Message>>,
 }
@@ -148,7 +148,7 @@ impl Collector {
             cycles: 0,
             keep: false,
             to_return: Vec::new(),
-            exited: history::History::default(),
+            exited: history::Exited::default(),
             spares: Vec::new(),
         }
     }

@@ -1,0 +1,211 @@
+//! The history's tests: parts and thrown-away traces kept, let go
+//! oldest first, and given back.
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::data::id::{SpanId, TraceId};
+use crate::data::raw_span::LINE_PARENT;
+
+fn list() -> PropertyList {
+    Box::new(vec![("k".into(), "v".into())])
+}
+
+fn target() -> Targets {
+    Targets::One(Target::new(TraceId(7), SpanId(1), 9))
+}
+
+#[test]
+fn parts_that_make_room_give_back_their_buffers_and_their_root_s_list() {
+    let mut spans = Vec::with_capacity(4);
+    for id in 2..4 {
+        let mut span = RawSpan::begin(SpanId(id), SpanId(1), Cow::Borrowed("step"), Instant::ZERO);
+        assert!(span.add_properties(list()).is_none());
+        spans.push(span);
+    }
+    let buffer = spans.as_ptr();
+    let mut root = SpanState::new("root".into(), target(), Role::Root, Instant::ZERO);
+    let root_list = list();
+    let root_list_at = &*root_list as *const Vec<_>;
+    assert!(root.add_properties(root_list).is_none());
+    let shared = Message::new(
+        Batch::Shared { spans: std::sync::Arc::new(Vec::new()), ids: crate::data::batch::IdMap::Keep },
+        target(),
+        Role::Child,
+        0,
+    );
+    let parts = [
+        Kept::new(Message::local_batch(spans, 2, target())),
+        Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO })),
+        Kept::new(shared),
+    ];
+    let mut history = History::default();
+    let mut released = Released::default();
+    history.keep(parts, usize::MAX, &mut released);
+    assert!(released.buffers.is_empty() && released.extras.is_empty());
+    // A limit of nothing: every part makes room.
+    history.keep([], 0, &mut released);
+    assert!(history.is_empty() && history.bytes() == 0);
+    // The local batch's buffer, its spans' lists still in it (given back
+    // with the buffer), and the root's box, its list in it; the shared
+    // batch, nothing.
+    assert_eq!(released.buffers.len(), 1);
+    assert_eq!(released.buffers[0].as_ptr(), buffer);
+    assert!(released.buffers[0].iter().all(|span| span.properties.is_some()));
+    assert_eq!(released.extras.len(), 1);
+    let (_, list, _) = released.extras.pop().unwrap().into_parts();
+    assert_eq!(list.as_deref().map(|list| list as *const Vec<_>), Some(root_list_at));
+    released.recycle_here();
+    assert!(released.buffers.is_empty() && released.extras.is_empty());
+}
+
+/// A root of trace `trace` on this thread, and its local spans: `n`
+/// spans, the first with an owned name and properties if `owning`.
+fn thrown(trace: u128, n: u64, owning: bool) -> (SpanState, Vec<RawSpan>) {
+    let root = SpanState::new(
+        "root".into(),
+        Targets::One(Target::new(TraceId(trace), SpanId(0), trace as u64)),
+        Role::Root,
+        Instant::ZERO,
+    );
+    let spans = (0..n)
+        .map(|index| {
+            let name = match owning && index == 0 {
+                true => Cow::Owned(format!("owned {trace}")),
+                false => Cow::Borrowed("step"),
+            };
+            let mut span =
+                RawSpan::begin(SpanId(trace as u64 * 100 + index + 1), LINE_PARENT, name, Instant::ZERO);
+            if owning && index == 0 {
+                assert!(span.add_properties(list()).is_none());
+            }
+            span
+        })
+        .collect();
+    (root, spans)
+}
+
+/// The traces a history holds, oldest first: each root's trace, and its
+/// spans' ids, in order, read back from the ring.
+fn held(history: &History) -> Vec<(u128, Vec<u64>)> {
+    history
+        .parts()
+        .filter_map(|held| match held {
+            Held::Thrown(thrown, (head, tail)) => {
+                Some((thrown.root.trace_id().0, head.iter().chain(tail).map(|span| span.id.0).collect()))
+            }
+            Held::Kept(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_owned() {
+    let limit = 2048;
+    let mut history = History::default();
+    let mut released = Released::default();
+    for trace in 1..=10u128 {
+        let (root, mut spans) = thrown(trace, 3 + (trace % 2) as u64, trace % 3 == 0);
+        let (buffer, count) = (spans.as_ptr(), spans.len());
+        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, &mut released);
+        // The buffer is emptied, not taken: the caller's next line's.
+        assert!(spans.is_empty() && spans.as_ptr() == buffer);
+        assert!(history.bytes() <= limit);
+    }
+    assert!(history.ring.slots() < limit / std::mem::size_of::<RawSpan>(), "it wrapped");
+    // The newest traces, whole and in order, whichever way they wrap.
+    let kept = held(&history);
+    assert!(kept.len() >= 3, "{kept:?}");
+    let newest: Vec<u128> = kept.iter().map(|(trace, _)| *trace).collect();
+    assert_eq!(newest, ((11 - kept.len() as u128)..=10).collect::<Vec<_>>());
+    for (trace, ids) in &kept {
+        let n = 3 + (trace % 2) as u64;
+        assert_eq!(ids, &(0..n).map(|index| *trace as u64 * 100 + index + 1).collect::<Vec<_>>());
+    }
+    // The owning traces that went gave their span's list back.
+    let gone_owning = [3, 6, 9].iter().filter(|trace| !newest.contains(trace)).count();
+    assert_eq!(released.lists.len(), gone_owning);
+    // The thread exits: its history moves whole (its ring not copied) to
+    // the exited threads', where it reads the same.
+    let ring = history.ring.at();
+    let bytes = history.bytes();
+    let mut exited = Exited::default();
+    exited.take(7, &mut history);
+    assert!(history.is_empty() && history.bytes() == 0);
+    assert_eq!(exited.bytes(), bytes);
+    let (thread, moved) = exited.histories().next().expect("moved");
+    assert_eq!((thread, moved.ring.at()), (7, ring));
+    assert_eq!(held(moved), kept);
+    // Over its bound, it goes whole, giving back what its traces owned.
+    let before = released.lists.len();
+    exited.make_room(bytes - 1, &mut released);
+    assert!(exited.is_empty() && exited.bytes() == 0);
+    let owning = newest.iter().filter(|trace| *trace % 3 == 0).count();
+    assert_eq!(released.lists.len() - before, owning);
+}
+
+#[test]
+fn a_trace_larger_than_the_ring_is_kept_as_parts_and_a_lower_limit_lets_the_ring_go() {
+    let slot = std::mem::size_of::<RawSpan>();
+    let limit = 20 * slot;
+    let mut history = History::default();
+    let mut released = Released::default();
+    let (root, mut spans) = thrown(1, 21, false);
+    let buffer = spans.as_ptr();
+    history.keep_thrown(&mut spans, 21, root, Instant::ZERO, limit, &mut released);
+    // Kept as its parts instead, buffer and all, and let go at once (too
+    // large for the limit too).
+    assert!(spans.is_empty() && spans.capacity() == 0, "the buffer went with the parts");
+    assert!(history.is_empty() && history.bytes() == 0);
+    assert!(history.ring.bytes() == 0);
+    assert_eq!(released.buffers.len(), 1);
+    assert_eq!(released.buffers[0].as_ptr(), buffer);
+    assert_eq!(released.buffers[0].len(), 21, "its spans go back with it");
+    let (root, mut spans) = thrown(2, 8, true);
+    history.keep_thrown(&mut spans, 8, root, Instant::ZERO, limit, &mut released);
+    assert_eq!(held(&history).len(), 1);
+    // A lower limit: the trace goes, its list given back, and the
+    // ring's slots with it.
+    history.keep([], slot, &mut released);
+    assert!(history.is_empty() && history.bytes() == 0);
+    assert_eq!(released.lists.len(), 1);
+    assert_eq!(history.ring.bytes(), 0);
+}
+
+#[test]
+fn parts_kept_between_thrown_traces_go_oldest_first_with_them() {
+    let limit = 2048;
+    let mut history = History::default();
+    let mut released = Released::default();
+    let mut all = Vec::new();
+    for trace in 1..=12u128 {
+        let (root, mut spans) = thrown(trace, 4, false);
+        history.keep_thrown(&mut spans, 4, root, Instant::ZERO, limit, &mut released);
+        // Parts kept while a harvest ran, between the traces.
+        let (root, _) = thrown(100 + trace, 0, false);
+        let ended = Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO }));
+        history.keep([ended], limit, &mut released);
+        all.extend([trace, 100 + trace]);
+        assert!(history.bytes() <= limit);
+        // Oldest first: whatever is held is a suffix of what was kept.
+        let roots: Vec<u128> =
+            history.parts().filter_map(|held| held.root().map(|root| root.trace_id().0)).collect();
+        assert!(roots.len() >= all.len().min(4), "{roots:?}");
+        assert_eq!(roots, all[all.len() - roots.len()..]);
+    }
+}
+
+#[test]
+fn a_trace_thrown_away_during_a_harvest_joins_the_ring_when_absorbed() {
+    let mut history = History::default();
+    let mut released = Released::default();
+    let (root, spans) = thrown(5, 3, true);
+    let buffer = spans.as_ptr();
+    let mut waiting = vec![Waiting::Thrown { spans, count: 3, root, end: Instant::ZERO }];
+    history.absorb(&mut waiting, 4096, &mut released);
+    assert!(waiting.is_empty());
+    assert_eq!(held(&history), [(5, vec![501, 502, 503])]);
+    // Its buffer, emptied, is let go to be recycled.
+    assert_eq!(released.buffers.len(), 1);
+    assert!(released.buffers[0].is_empty() && released.buffers[0].as_ptr() == buffer);
+}

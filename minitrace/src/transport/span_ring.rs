@@ -1,0 +1,134 @@
+//! The ring a thread's history keeps the local spans of the traces it
+//! threw away in (`transport::history`). Spans are moved in from their
+//! line's buffer, in order, and overwritten in place once the ring is
+//! full: the buffer goes straight back to the thread's next line, still in
+//! cache, and the ring's memory is only ever written in sequence
+//! (PERFORMANCE.md, "The flight recorder"). The history numbers each
+//! trace's spans; what the numbers of the spans still held are is the
+//! history's to say, the ring only tells which the next spans will
+//! overwrite.
+
+use std::borrow::Cow;
+
+use minstant::Instant;
+
+use crate::data::id::SpanId;
+use crate::data::raw_span::RawSpan;
+
+/// The span numbered `n` (counted since the ring was made) is in slot
+/// `n % slots`. A span overwritten owns nothing: the trace it belonged to
+/// went first, and [`Ring::empty`] took what it owned.
+#[derive(Default)]
+pub(crate) struct Ring {
+    spans: Vec<RawSpan>,
+    /// The slots it may fill (0: not made yet): as many as the limit holds
+    /// until it first wraps, which fixes them.
+    slots: usize,
+    /// The number the next span written gets.
+    next: u64,
+    /// The number of the oldest span still held (`next` if none is).
+    oldest: u64,
+}
+
+const SLOT: usize = std::mem::size_of::<RawSpan>();
+
+impl Ring {
+    /// The bytes its slots take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.spans.len() * SLOT
+    }
+
+    /// The slots it may fill.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Where its slots are.
+    #[cfg(test)]
+    pub(crate) fn at(&self) -> *const RawSpan {
+        self.spans.as_ptr()
+    }
+
+    /// The number of the oldest span still held.
+    pub(crate) fn oldest(&self) -> u64 {
+        self.oldest
+    }
+
+    /// Whether `entries` more spans fit, under `limit` bytes of history;
+    /// `over`: growing it by them would take the history past the limit,
+    /// so it wraps where it is, if it can hold them already. No span is
+    /// numbered past its length yet then, so each stays where its number
+    /// says.
+    pub(crate) fn fit(&mut self, entries: usize, limit: usize, over: bool) -> bool {
+        if self.slots == 0 {
+            self.slots = limit / SLOT;
+        }
+        let filled = self.spans.len();
+        if over && filled < self.slots && filled >= entries {
+            self.slots = filled;
+        }
+        entries <= self.slots
+    }
+
+    /// Spans numbered below this are overwritten by `entries` more.
+    pub(crate) fn reused_from(&self, entries: usize) -> u64 {
+        (self.next + entries as u64).saturating_sub(self.slots as u64)
+    }
+
+    /// Spans numbered below `oldest` are no longer held.
+    pub(crate) fn let_go(&mut self, oldest: u64) {
+        self.oldest = oldest;
+    }
+
+    /// Moves `spans` in (left empty, its capacity kept); returns the first
+    /// one's number and the bytes the ring grew by.
+    pub(crate) fn write(&mut self, spans: &mut Vec<RawSpan>) -> (u64, usize) {
+        let (first, filled, entries) = (self.next, self.spans.len(), spans.len());
+        let mut at = (first % self.slots.max(1) as u64) as usize;
+        for span in spans.drain(..) {
+            match self.spans.get_mut(at) {
+                Some(old) => {
+                    // Dropped only if it owns something (never, see
+                    // `Ring`), not by a call per span for nothing.
+                    let old = std::mem::replace(old, span);
+                    if old.owns_heap() {
+                        drop(old);
+                    } else {
+                        std::mem::forget(old);
+                    }
+                }
+                None => self.spans.push(span),
+            }
+            at += 1;
+            if at == self.slots {
+                at = 0;
+            }
+        }
+        self.next = first + entries as u64;
+        (first, (self.spans.len() - filled) * SLOT)
+    }
+
+    /// The slots of `entries` spans from number `first`, as one or two
+    /// runs (the ring wraps).
+    pub(crate) fn runs(&self, first: u64, entries: usize) -> (&[RawSpan], &[RawSpan]) {
+        if entries == 0 {
+            return (&[], &[]);
+        }
+        let at = (first % self.slots as u64) as usize;
+        let head = entries.min(self.slots - at);
+        (&self.spans[at..at + head], &self.spans[..entries - head])
+    }
+
+    /// Takes the spans from number `first` out of their slots, to `each`,
+    /// leaving nothing owned there.
+    pub(crate) fn empty(&mut self, first: u64, entries: usize, mut each: impl FnMut(RawSpan)) {
+        for n in first..first + entries as u64 {
+            let slot = &mut self.spans[(n % self.slots as u64) as usize];
+            each(std::mem::replace(
+                slot,
+                RawSpan::begin(SpanId(0), SpanId(0), Cow::Borrowed(""), Instant::ZERO),
+            ));
+        }
+    }
+}
