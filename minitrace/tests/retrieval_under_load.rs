@@ -3,10 +3,11 @@
 //! exact, and the recording threads never wait for it: they record on,
 //! through the harvests that serve the retrievals, at the rate they record
 //! without them (the figures are printed, not asserted). A trace asked for
-//! that is no longer held must be older than every recording thread's
-//! memory reaches (the collector was held off the CPU longer than the
-//! memory lasts), and counted as not found.
+//! that is no longer held must be older than its producer's memory reaches
+//! (the collector was held off the CPU longer than the memory lasts), and
+//! counted as not found.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use minitrace::collector::{stats, Config, Reporter, SpanRecord, TraceId};
 use minitrace::local::LocalSpan;
 use minitrace::prelude::*;
-use minitrace::recorder::{self, FlightRecorder};
+use minitrace::recorder::{self, FlightRecorder, RecordedTrace, Retention};
 
 struct Nothing;
 
@@ -42,6 +43,51 @@ type Offer = Arc<Mutex<Vec<(TraceId, u64, u64)>>>;
 
 fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+/// Checks a retrieved trace against the request that made it: one root,
+/// each of its steps once, each under the root and inside its times, every
+/// record of this trace and this request (none torn).
+fn check_whole(trace: &RecordedTrace, id: TraceId, number: u64) {
+    assert!(trace.complete, "{trace:?}");
+    assert_eq!(trace.spans.len(), 10);
+    let number = number.to_string();
+    for span in &trace.spans {
+        assert_eq!(span.trace_id, id);
+        assert_eq!(span.properties, [("number".into(), number.clone().into())], "a torn record: {span:?}");
+        assert!(span.name == "request" || span.name.starts_with(&format!("{number}/")), "{span:?}");
+    }
+    let roots: Vec<_> = trace.spans.iter().filter(|span| span.name == "request").collect();
+    assert_eq!(roots.len(), 1, "{trace:?}");
+    let root = roots[0];
+    let mut steps: Vec<_> = trace.spans.iter().filter(|span| span.name != "request").collect();
+    steps.sort_by_key(|span| span.begin_time_unix_ns);
+    for (step, span) in steps.iter().enumerate() {
+        assert_eq!(span.name, format!("{number}/{step}"), "{trace:?}");
+        assert_eq!(span.parent_id, root.span_id, "{span:?}");
+        assert!(span.begin_time_unix_ns >= root.begin_time_unix_ns, "{span:?} begins before {root:?}");
+        assert!(
+            span.begin_time_unix_ns + span.duration_ns <= root.begin_time_unix_ns + root.duration_ns,
+            "{span:?} ends after {root:?}"
+        );
+    }
+}
+
+/// Checks that a trace not found is one its producer's memory no longer
+/// reaches back to: the producer's thread if a retrieval told it, else
+/// either producer's (100 µs for the clocks' difference).
+fn check_overwritten(retention: &Retention, thread: Option<u32>, number: u64, began: u64) {
+    let mut live = retention.threads.iter().filter(|memory| !memory.exited);
+    let past = |oldest: Option<u64>| oldest.is_some_and(|oldest| oldest + 100_000 > began);
+    let explained = match thread {
+        Some(thread) => live.any(|memory| memory.thread == thread && past(memory.oldest_unix_ns)),
+        None => live.any(|memory| past(memory.oldest_unix_ns)),
+    };
+    assert!(
+        explained,
+        "trace {number} (began {began}, thread {thread:?}) is not held, though memory reaches back \
+         to it: {retention:?}"
+    );
 }
 
 /// Requests made per producer while `busy` holds; the trace ids of every
@@ -77,43 +123,27 @@ fn run(run: Duration, retrieving: bool) -> (u64, Duration, u64, u64) {
         let (busy, offer) = (busy.clone(), offer.clone());
         let (checked, missed) = (checked.clone(), missed.clone());
         std::thread::spawn(move || {
+            // Each producer's thread, as retrieved traces tell it.
+            let mut threads = HashMap::new();
             while busy.load(Ordering::Relaxed) {
                 // The newest offered: a retrieval comes a cycle later, when
                 // flat-out producers have made tens of thousands more.
                 let asked = std::mem::take(&mut *offer.lock().unwrap()).pop();
                 if let Some((id, number, began)) = asked {
-                    let Some(trace) = recorder::trace(id) else {
-                        // Overwritten before the collector came to it: then
-                        // its producer's memory no longer reaches back to it
-                        // (100 µs for the clocks' difference); its thread's
-                        // number is not known here, so one of the two.
-                        let retention = recorder::retention();
-                        let live = retention.threads.iter().filter(|thread| !thread.exited);
-                        let mut oldest = live.filter_map(|thread| thread.oldest_unix_ns);
-                        assert!(
-                            oldest.any(|oldest| oldest + 100_000 > began),
-                            "trace {number} (began {began}) is not held, though memory reaches back \
-                             to it: {retention:?}"
-                        );
-                        missed.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    assert!(trace.complete, "{trace:?}");
-                    assert_eq!(trace.spans.len(), 10);
-                    let number = number.to_string();
-                    for span in &trace.spans {
-                        assert_eq!(span.trace_id, id);
-                        assert_eq!(
-                            span.properties,
-                            [("number".into(), number.clone().into())],
-                            "a torn record: {span:?}"
-                        );
-                        assert!(
-                            span.name == "request" || span.name.starts_with(&format!("{number}/")),
-                            "{span:?}"
-                        );
+                    let producer = number >> 40;
+                    match recorder::trace(id) {
+                        Some(trace) => {
+                            check_whole(&trace, id, number);
+                            threads.insert(producer, trace.thread);
+                            checked.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // Overwritten before the collector came to it.
+                        None => {
+                            let thread = threads.get(&producer).copied();
+                            check_overwritten(&recorder::retention(), thread, number, began);
+                            missed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
-                    checked.fetch_add(1, Ordering::Relaxed);
                 }
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -134,7 +164,7 @@ fn run(run: Duration, retrieving: bool) -> (u64, Duration, u64, u64) {
 #[test]
 fn retrieval_under_load_tears_nothing_and_holds_no_thread_up() {
     minitrace::set_reporter(Nothing, Config::default().report_slow_traces_only(Duration::from_secs(60)));
-    // Enough for the ~50 ms of requests a retrieval may come after.
+    // Enough for the ~100 ms of requests a retrieval may come after.
     FlightRecorder::new().bytes_per_thread(64 << 20).enable();
     let before = (stats(), recorder::stats());
     let (alone, alone_longest, ..) = run(Duration::from_secs(1), false);
