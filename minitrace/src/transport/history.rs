@@ -219,7 +219,18 @@ impl History {
 
     /// Keeps what waited to join the history (written while a harvest
     /// ran); the buffers thrown-away traces leave are let go to `released`.
+    /// Inlined with its test for nothing waiting, which is what every
+    /// write but the first after a harvest finds.
+    #[inline]
     pub(crate) fn absorb(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
+        if !waiting.is_empty() {
+            self.absorb_waiting(waiting, limit, released);
+        }
+    }
+
+    /// [`History::absorb`] once something waits.
+    #[cold]
+    fn absorb_waiting(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
         for waiting in waiting.drain(..) {
             match waiting {
                 Waiting::Kept(kept) => self.keep([kept], limit, released),
@@ -416,11 +427,17 @@ impl Released {
 
     /// Recycles on this thread: the buffers serve its next lines, the lists
     /// and boxes its next properties. Left empty, its capacity kept for
-    /// next time.
+    /// next time. Inlined with its test for nothing to recycle (most
+    /// calls).
+    #[inline]
     pub(crate) fn recycle_here(&mut self) {
-        if self.buffers.is_empty() && self.extras.is_empty() && self.lists.is_empty() {
-            return;
+        if !(self.buffers.is_empty() && self.extras.is_empty() && self.lists.is_empty()) {
+            self.recycle_all_here();
         }
+    }
+
+    /// [`Released::recycle_here`] once something is to be recycled.
+    fn recycle_all_here(&mut self) {
         for spans in self.buffers.drain(..) {
             span_buffers::give_back_locally(spans);
         }

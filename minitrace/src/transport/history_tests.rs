@@ -145,6 +145,41 @@ fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_o
 }
 
 #[test]
+fn traces_of_every_size_wrap_the_ring_in_one_or_two_runs_and_read_back_whole() {
+    let (limit, traces) = (4096, 300u128);
+    let mut history = History::default();
+    let mut released = Released::default();
+    // Sizes 1 to 11 in no period the ring's slots could divide.
+    let size = |trace: u128| 1 + (trace * trace % 11) as u64;
+    let mut split = 0;
+    for trace in 1..=traces {
+        let (root, mut spans) = thrown(trace, size(trace), trace % 5 == 0);
+        let count = spans.len();
+        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, &mut released);
+        assert!(spans.is_empty() && history.bytes() <= limit);
+        // The newest traces, consecutive, each whole and in order.
+        let kept = held(&history);
+        assert_eq!(kept.last().map(|(trace, _)| *trace), Some(trace));
+        for (at, (held, ids)) in kept.iter().enumerate() {
+            assert_eq!(*held, kept[0].0 + at as u128);
+            assert_eq!(
+                ids,
+                &(0..size(*held)).map(|index| *held as u64 * 100 + index + 1).collect::<Vec<_>>()
+            );
+        }
+        split += history
+            .parts()
+            .filter(|held| matches!(held, Held::Thrown(_, (_, tail)) if !tail.is_empty()))
+            .count();
+    }
+    assert!(split > 0, "no trace was written in two runs");
+    // Each owning trace that went gave its span's list back, once.
+    let newest: Vec<u128> = held(&history).iter().map(|(trace, _)| *trace).collect();
+    let gone_owning = (1..=traces).filter(|trace| trace % 5 == 0 && !newest.contains(trace)).count();
+    assert_eq!(released.lists.len(), gone_owning);
+}
+
+#[test]
 fn a_trace_larger_than_the_ring_is_kept_as_parts_and_a_lower_limit_lets_the_ring_go() {
     let slot = std::mem::size_of::<RawSpan>();
     let limit = 20 * slot;

@@ -1,7 +1,8 @@
 //! The ring a thread's history keeps the local spans of the traces it
 //! threw away in (`transport::history`). Spans are moved in from their
 //! line's buffer, in order, and overwritten in place once the ring is
-//! full: the buffer goes straight back to the thread's next line, still in
+//! full, a trace's spans then copied in one or two blocks without reading
+//! the slots they replace (which own nothing): the buffer goes straight back to the thread's next line, still in
 //! cache, and the ring's memory is only ever written in sequence
 //! (PERFORMANCE.md, "The flight recorder"). The history numbers each
 //! trace's spans; what the numbers of the spans still held are is the
@@ -26,6 +27,8 @@ pub(crate) struct Ring {
     slots: usize,
     /// The number the next span written gets.
     next: u64,
+    /// Its slot, `next % slots`, kept as it moves: no division a trace.
+    cursor: usize,
     /// The number of the oldest span still held (`next` if none is).
     oldest: u64,
 }
@@ -66,7 +69,8 @@ impl Ring {
         }
         let filled = self.spans.len();
         if over && filled < self.slots && filled >= entries {
-            self.slots = filled;
+            // Not wrapped yet, so `next` is `filled`: the cursor wraps too.
+            (self.slots, self.cursor) = (filled, 0);
         }
         entries <= self.slots
     }
@@ -85,12 +89,51 @@ impl Ring {
     /// one's number and the bytes the ring grew by.
     pub(crate) fn write(&mut self, spans: &mut Vec<RawSpan>) -> (u64, usize) {
         let (first, filled, entries) = (self.next, self.spans.len(), spans.len());
-        let mut at = (first % self.slots.max(1) as u64) as usize;
+        if entries == 0 {
+            return (first, 0);
+        }
+        // (More spans than slots never come: `fit` said no. If they did,
+        // the loop keeps it memory-safe.)
+        if filled < self.slots || entries > self.slots {
+            return self.grow(spans);
+        }
+        let at = self.cursor;
+        let head = entries.min(self.slots - at);
+        debug_assert!(at as u64 == first % self.slots as u64);
+        debug_assert!(self.spans[at..at + head]
+            .iter()
+            .chain(&self.spans[..entries - head])
+            .all(|old| !old.owns_heap()));
+        let (from, to) = (spans.as_ptr(), self.spans.as_mut_ptr());
+        // SAFETY: all `slots` slots are filled, the cursor `at` is below
+        // them (every method keeps it so) and `entries` is at most `slots`,
+        // so `head` slots from `at` and `entries - head` from 0 are in the
+        // ring; `spans` holds `entries` spans, in another allocation. Each span is moved once: `spans`
+        // forgets them right after. The spans overwritten own nothing (see
+        // `Ring`), so nothing leaks by not dropping them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(from, to.add(at), head);
+            std::ptr::copy_nonoverlapping(from.add(head), to, entries - head);
+            spans.set_len(0);
+        }
+        self.next = first + entries as u64;
+        self.cursor = if head < entries { entries - head } else { at + entries };
+        if self.cursor == self.slots {
+            self.cursor = 0;
+        }
+        (first, 0)
+    }
+
+    /// [`Ring::write`] while the ring is not full-sized yet: spans are
+    /// pushed after the last, wrapping to the first slot once it is. Slots
+    /// overwritten are read first, and dropped if they own anything.
+    #[cold]
+    fn grow(&mut self, spans: &mut Vec<RawSpan>) -> (u64, usize) {
+        let (first, filled, entries) = (self.next, self.spans.len(), spans.len());
+        let mut at = self.cursor;
         for span in spans.drain(..) {
             match self.spans.get_mut(at) {
                 Some(old) => {
-                    // Dropped only if it owns something (never, see
-                    // `Ring`), not by a call per span for nothing.
                     let old = std::mem::replace(old, span);
                     if old.owns_heap() {
                         drop(old);
@@ -106,6 +149,7 @@ impl Ring {
             }
         }
         self.next = first + entries as u64;
+        self.cursor = at;
         (first, (self.spans.len() - filled) * SLOT)
     }
 
