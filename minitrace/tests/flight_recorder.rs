@@ -307,9 +307,23 @@ fn threads_that_exited_are_kept_a_while() {
     let newest: Vec<TraceId> = later[later.len() - kept.len() + 1..].to_vec();
     let kept_ids: Vec<TraceId> = kept.iter().map(|trace| trace.trace_id).collect();
     assert!(newest.iter().all(|id| kept_ids.contains(id)), "the newest are kept");
-    let exited: usize =
-        recorder::retention().threads.iter().filter(|thread| thread.exited).map(|thread| thread.bytes).sum();
-    assert!(exited <= 16 * (16 << 10), "{exited} bytes kept of exited threads");
+    // Retention tells each exited thread's memory apart, by the number
+    // its traces carry.
+    let retention = recorder::retention();
+    let exited: Vec<_> = retention.threads.iter().filter(|thread| thread.exited).collect();
+    let bytes: usize = exited.iter().map(|thread| thread.bytes).sum();
+    assert!(bytes <= 16 * (16 << 10), "{bytes} bytes kept of exited threads");
+    let mut numbers: Vec<u32> = exited.iter().map(|thread| thread.thread).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    assert_eq!(numbers.len(), exited.len(), "one entry per exited thread");
+    for trace in &kept {
+        let memory = exited.iter().find(|thread| thread.thread == trace.thread);
+        let memory = memory.unwrap_or_else(|| panic!("thread {} of a kept trace", trace.thread));
+        assert!(memory.roots >= 1 && memory.oldest_unix_ns <= Some(trace.begin_unix_ns()));
+    }
+    let roots: usize = exited.iter().map(|thread| thread.roots).sum();
+    assert_eq!(roots, kept.len(), "every root held is one kept trace");
 }
 
 #[test]

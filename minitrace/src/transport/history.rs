@@ -310,11 +310,13 @@ pub(crate) struct Exited {
 }
 
 impl Exited {
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.histories.is_empty()
     }
 
     /// The bytes it holds.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }

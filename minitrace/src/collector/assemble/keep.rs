@@ -87,10 +87,11 @@ impl Collector {
                     gathering.gather_held(&held, thread, timeline);
                 }
             }
-            if gathering.wants_memory() && !self.exited.is_empty() {
-                let parts = self.exited.histories().flat_map(|(_, history)| history.parts());
-                let memory = memory_of(0, true, self.exited.bytes(), parts, timeline);
-                gathering.note_memory(memory);
+            if gathering.wants_memory() {
+                for (thread, history) in self.exited.histories() {
+                    let memory = memory_of(thread, true, history.bytes(), history.parts(), timeline);
+                    gathering.note_memory(memory);
+                }
             }
         }
         evicted.recycle_anywhere();
