@@ -199,20 +199,27 @@ impl History {
             parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
             return self.keep(parts, limit, released);
         }
-        let mut counted = Counted::default();
-        // The oldest traces in the slots about to be overwritten go first.
-        let reused_from = self.ring.reused_from(entries);
-        while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
         // What the spans own is summed only if one owns anything (rarely).
         let owning = spans.iter().any(RawSpan::owns_heap);
         let span_bytes = match owning {
             true => spans.iter().map(RawSpan::heap_bytes).sum(),
             false => 0,
         };
-        let (first, grown) = self.ring.write(spans);
         let bytes = entry + root.heap_bytes() + span_bytes;
+        // Its entry is made first, its fields stored one by one, and moved
+        // into the queue last, in wider pieces: by then the stores have
+        // landed and the loads need not wait for them (PERFORMANCE.md,
+        // "Building values where they live").
+        let first = self.ring.next();
+        let thrown = Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning });
+        let mut counted = Counted::default();
+        // The oldest traces in the slots about to be overwritten go first.
+        let reused_from = self.ring.reused_from(entries);
+        while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
+        let (written, grown) = self.ring.write(spans);
+        debug_assert_eq!(written, first);
         self.bytes += bytes + grown;
-        self.entries.push_back(Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning }));
+        self.entries.push_back(thrown);
         self.make_room(limit, released, &mut counted);
         counted.publish();
     }

@@ -53,6 +53,11 @@ impl Ring {
         self.spans.as_ptr()
     }
 
+    /// The number the next span written gets.
+    pub(crate) fn next(&self) -> u64 {
+        self.next
+    }
+
     /// The number of the oldest span still held.
     pub(crate) fn oldest(&self) -> u64 {
         self.oldest
