@@ -280,23 +280,12 @@ impl SpanState {
         crate::util::lock(&self.extra.get_or_default().events).push(event);
     }
 
-    #[allow(dead_code)] // the flight recorder's retention uses it next
     /// The heap bytes the span owns beside its own 64: what it keeps out of
-    /// line (an owned name, properties, events, further targets).
+    /// line (an owned name, properties, events, further targets). Inlined
+    /// with its test for nothing out of line, what most spans find.
+    #[inline]
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.extra.get().map_or(0, |extra| {
-            let events = crate::util::lock(&extra.events);
-            std::mem::size_of::<Extra>()
-                + extra.name.as_ref().map_or(0, crate::data::record::owned_bytes)
-                + extra.properties.as_deref().map_or(0, |properties| {
-                    std::mem::size_of::<Vec<Property>>() + crate::data::record::properties_bytes(properties)
-                })
-                + events
-                    .iter()
-                    .map(|event| std::mem::size_of::<RawSpan>() + event.heap_bytes())
-                    .sum::<usize>()
-                + extra.more_targets.capacity() * std::mem::size_of::<Target>()
-        })
+        self.extra.get().map_or(0, Extra::heap_bytes)
     }
 
     /// The events added through `&Span`.
@@ -386,6 +375,19 @@ impl SpanState {
 }
 
 impl Extra {
+    /// Its bytes and what it owns: see [`SpanState::heap_bytes`].
+    #[cold]
+    fn heap_bytes(&self) -> usize {
+        let events = crate::util::lock(&self.events);
+        std::mem::size_of::<Extra>()
+            + self.name.as_ref().map_or(0, crate::data::record::owned_bytes)
+            + self.properties.as_deref().map_or(0, |properties| {
+                std::mem::size_of::<Vec<Property>>() + crate::data::record::properties_bytes(properties)
+            })
+            + events.iter().map(|event| std::mem::size_of::<RawSpan>() + event.heap_bytes()).sum::<usize>()
+            + self.more_targets.capacity() * std::mem::size_of::<Target>()
+    }
+
     /// The owned name (if any), the properties and the events, taken out;
     /// the emptied box is kept for a later span (see [`spare`]).
     #[cold]
