@@ -326,6 +326,35 @@ fn threads_that_exited_are_kept_a_while() {
     assert_eq!(roots, kept.len(), "every root held is one kept trace");
 }
 
+/// The recorder given more memory while on: a thread's memory grows to it
+/// and keeps what it held, and the traces still read back whole.
+#[test]
+fn more_memory_given_while_on_keeps_what_was_held_and_holds_more() {
+    let small = 32 << 10;
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(small));
+    let before: Vec<TraceId> = (0..1_000).map(|_| request("before", 4)).collect();
+    let held_before = held(&before);
+    assert!(!held_before.is_empty() && held_before.len() < 1_000, "{} of 1 000 held", held_before.len());
+    FlightRecorder::new().bytes_per_thread(1 << 20).enable();
+    let after: Vec<TraceId> = (0..1_000).map(|_| request("after", 4)).collect();
+    let all: Vec<TraceId> = before.iter().chain(&after).copied().collect();
+    let held_now = held(&all);
+    for trace in &held_before {
+        let now = held_now.iter().find(|held| held.trace_id == trace.trace_id);
+        assert_eq!(now, Some(trace), "held before, held the same now");
+    }
+    for trace_id in &after {
+        let trace =
+            held_now.iter().find(|held| held.trace_id == *trace_id).expect("every later request held");
+        let names: Vec<&str> = trace.spans.iter().map(|span| span.name.as_ref()).collect();
+        assert_eq!(names, ["outer", "step 1", "step 2", "step 3", "after"][..], "whole");
+    }
+    let thread = held_now[0].thread;
+    let retention = recorder::retention();
+    let here = retention.threads.iter().find(|memory| memory.thread == thread).expect("this thread");
+    assert!(here.bytes > small && here.roots >= held_before.len() + 1_000, "{here:?}");
+}
+
 #[test]
 fn retention_says_how_far_back_each_thread_reaches() {
     let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));

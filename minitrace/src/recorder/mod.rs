@@ -200,6 +200,9 @@ impl FlightRecorder {
     }
 
     /// Starts keeping every trace from now on (replacing earlier settings).
+    /// Enabled again while on with more bytes per thread, each thread's
+    /// memory grows to them at its next trace and keeps what it holds;
+    /// with fewer, the oldest traces go until it fits.
     ///
     /// ```
     /// minitrace::recorder::FlightRecorder::new().enable();

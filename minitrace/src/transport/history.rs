@@ -187,6 +187,9 @@ impl History {
         limit: usize,
         released: &mut Released,
     ) {
+        if limit > self.ring.limit() && self.ring.limit() > 0 {
+            self.regrow_ring(limit);
+        }
         let entries = spans.len();
         let entry = std::mem::size_of::<Entry>();
         let over = self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
@@ -222,6 +225,20 @@ impl History {
         self.entries.push_back(thrown);
         self.make_room(limit, released, &mut counted);
         counted.publish();
+    }
+
+    /// The limit was raised: the ring takes the slots it allows, its
+    /// traces renumbered with their spans (see [`Ring::regrow`]).
+    #[cold]
+    fn regrow_ring(&mut self, limit: usize) {
+        let before = self.ring.bytes();
+        let base = self.ring.regrow(limit);
+        self.bytes = self.bytes - before + self.ring.bytes();
+        for entry in &mut self.entries {
+            if let Entry::Thrown(thrown) = entry {
+                thrown.first -= base;
+            }
+        }
     }
 
     /// Keeps what waited to join the history (written while a harvest

@@ -144,21 +144,24 @@ fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_o
     assert_eq!(released.lists.len() - before, owning);
 }
 
-#[test]
-fn traces_of_every_size_wrap_the_ring_in_one_or_two_runs_and_read_back_whole() {
-    let (limit, traces) = (4096, 300u128);
-    let mut history = History::default();
-    let mut released = Released::default();
-    // Sizes 1 to 11 in no period the ring's slots could divide.
+/// Keeps traces `traces` (sizes 1 to 11, in no period the ring's slots
+/// could divide; every fifth owning) under `limit`, checking after each
+/// that the newest are consecutive, each whole, and none past the limit.
+/// Returns how many times a trace held was found in two runs.
+fn keep_checked(
+    history: &mut History,
+    released: &mut Released,
+    traces: std::ops::RangeInclusive<u128>,
+    limit: usize,
+) -> usize {
     let size = |trace: u128| 1 + (trace * trace % 11) as u64;
     let mut split = 0;
-    for trace in 1..=traces {
+    for trace in traces {
         let (root, mut spans) = thrown(trace, size(trace), trace % 5 == 0);
         let count = spans.len();
-        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, &mut released);
-        assert!(spans.is_empty() && history.bytes() <= limit);
-        // The newest traces, consecutive, each whole and in order.
-        let kept = held(&history);
+        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, released);
+        assert!(history.bytes() <= limit);
+        let kept = held(history);
         assert_eq!(kept.last().map(|(trace, _)| *trace), Some(trace));
         for (at, (held, ids)) in kept.iter().enumerate() {
             assert_eq!(*held, kept[0].0 + at as u128);
@@ -172,10 +175,44 @@ fn traces_of_every_size_wrap_the_ring_in_one_or_two_runs_and_read_back_whole() {
             .filter(|held| matches!(held, Held::Thrown(_, (_, tail)) if !tail.is_empty()))
             .count();
     }
+    split
+}
+
+#[test]
+fn traces_of_every_size_wrap_the_ring_in_one_or_two_runs_and_read_back_whole() {
+    let mut history = History::default();
+    let mut released = Released::default();
+    let split = keep_checked(&mut history, &mut released, 1..=300, 4096);
     assert!(split > 0, "no trace was written in two runs");
     // Each owning trace that went gave its span's list back, once.
     let newest: Vec<u128> = held(&history).iter().map(|(trace, _)| *trace).collect();
-    let gone_owning = (1..=traces).filter(|trace| trace % 5 == 0 && !newest.contains(trace)).count();
+    let gone_owning = (1..=300).filter(|trace| trace % 5 == 0 && !newest.contains(trace)).count();
+    assert_eq!(released.lists.len(), gone_owning);
+}
+
+#[test]
+fn a_limit_raised_grows_the_ring_keeping_what_it_held() {
+    let (small, big) = (2048, 8192);
+    let mut history = History::default();
+    let mut released = Released::default();
+    // Raised before the ring wrapped: its slots grow where they are.
+    keep_checked(&mut history, &mut released, 1..=2, small);
+    keep_checked(&mut history, &mut released, 3..=3, big);
+    assert_eq!(history.ring.slots(), big / std::mem::size_of::<RawSpan>());
+    let mut history = History::default();
+    // Raised after: what it held stays, renumbered, and it holds more.
+    keep_checked(&mut history, &mut released, 1..=60, small);
+    let (before, slots) = (held(&history), history.ring.slots());
+    assert!(slots < small / std::mem::size_of::<RawSpan>(), "it wrapped");
+    keep_checked(&mut history, &mut released, 61..=61, big);
+    let after = held(&history);
+    assert_eq!(after[..before.len()], before[..], "every trace held before is held still, whole");
+    keep_checked(&mut history, &mut released, 62..=400, big);
+    assert!(history.ring.slots() > 2 * slots, "{} slots, {slots} before", history.ring.slots());
+    assert!(held(&history).len() > 2 * before.len());
+    // Each owning trace that went gave its span's list back, once.
+    let newest: Vec<u128> = held(&history).iter().map(|(trace, _)| *trace).collect();
+    let gone_owning = (1..=400).filter(|trace| trace % 5 == 0 && !newest.contains(trace)).count();
     assert_eq!(released.lists.len(), gone_owning);
 }
 

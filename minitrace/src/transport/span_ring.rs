@@ -23,8 +23,11 @@ use crate::data::raw_span::RawSpan;
 pub(crate) struct Ring {
     spans: Vec<RawSpan>,
     /// The slots it may fill (0: not made yet): as many as the limit holds
-    /// until it first wraps, which fixes them.
+    /// until it first wraps, which fixes them (until the limit is raised:
+    /// [`Ring::regrow`]).
     slots: usize,
+    /// The limit its slots were set under.
+    limit: usize,
     /// The number the next span written gets.
     next: u64,
     /// Its slot, `next % slots`, kept as it moves: no division a trace.
@@ -53,6 +56,28 @@ impl Ring {
         self.spans.as_ptr()
     }
 
+    /// The limit its slots were set under (0: not made yet).
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes as many slots as `limit` (higher than its own) holds. Once it
+    /// has wrapped, the spans still held move to the first slots, in order,
+    /// renumbered from 0: returns by how much their numbers fell, for the
+    /// history to renumber its traces. Before, they stay where they are.
+    #[cold]
+    pub(crate) fn regrow(&mut self, limit: usize) -> u64 {
+        if self.next == self.spans.len() as u64 {
+            (self.slots, self.limit) = (self.slots.max(limit / SLOT), limit);
+            return 0;
+        }
+        let (base, held) = (self.oldest, (self.next - self.oldest) as usize);
+        let mut spans = Vec::with_capacity(held);
+        self.empty(base, held, |span| spans.push(span));
+        *self = Ring { spans, slots: limit / SLOT, limit, next: held as u64, cursor: held, oldest: 0 };
+        base
+    }
+
     /// The number the next span written gets.
     pub(crate) fn next(&self) -> u64 {
         self.next
@@ -70,7 +95,7 @@ impl Ring {
     /// says.
     pub(crate) fn fit(&mut self, entries: usize, limit: usize, over: bool) -> bool {
         if self.slots == 0 {
-            self.slots = limit / SLOT;
+            (self.slots, self.limit) = (limit / SLOT, limit);
         }
         let filled = self.spans.len();
         if over && filled < self.slots && filled >= entries {
