@@ -2,9 +2,10 @@
 //! threw away in (`transport::history`). Spans are moved in from their
 //! line's buffer, in order, and overwritten in place once the ring is
 //! full, a trace's spans then copied in one or two blocks without reading
-//! the slots they replace (which own nothing): the buffer goes straight back to the thread's next line, still in
-//! cache, and the ring's memory is only ever written in sequence
-//! (PERFORMANCE.md, "The flight recorder"). The history numbers each
+//! the slots they replace (which own nothing): the buffer goes straight
+//! back to the thread's next line, still in cache, and the ring's memory
+//! is only ever written in sequence (PERFORMANCE.md, "The flight
+//! recorder"). The history numbers each
 //! trace's spans; what the numbers of the spans still held are is the
 //! history's to say, the ring only tells which the next spans will
 //! overwrite.
@@ -67,8 +68,14 @@ impl Ring {
     /// history to renumber its traces. Before, they stay where they are.
     #[cold]
     pub(crate) fn regrow(&mut self, limit: usize) -> u64 {
-        if self.next == self.spans.len() as u64 {
+        let filled = self.spans.len();
+        if self.next == filled as u64 {
             (self.slots, self.limit) = (self.slots.max(limit / SLOT), limit);
+            // Fixed at `filled` (the cursor back at 0), it may grow again:
+            // the next span goes after the last.
+            if filled < self.slots {
+                self.cursor = filled;
+            }
             return 0;
         }
         let (base, held) = (self.oldest, (self.next - self.oldest) as usize);
@@ -138,9 +145,10 @@ impl Ring {
         // SAFETY: all `slots` slots are filled, the cursor `at` is below
         // them (every method keeps it so) and `entries` is at most `slots`,
         // so `head` slots from `at` and `entries - head` from 0 are in the
-        // ring; `spans` holds `entries` spans, in another allocation. Each span is moved once: `spans`
-        // forgets them right after. The spans overwritten own nothing (see
-        // `Ring`), so nothing leaks by not dropping them.
+        // ring; `spans` holds `entries` spans, in another allocation. Each
+        // span is moved once: `spans` forgets them right after. The spans
+        // overwritten own nothing (see `Ring`), so nothing leaks by not
+        // dropping them.
         unsafe {
             std::ptr::copy_nonoverlapping(from, to.add(at), head);
             std::ptr::copy_nonoverlapping(from.add(head), to, entries - head);
@@ -204,5 +212,34 @@ impl Ring {
                 RawSpan::begin(SpanId(0), SpanId(0), Cow::Borrowed(""), Instant::ZERO),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans(ids: std::ops::Range<u64>) -> Vec<RawSpan> {
+        ids.map(|id| RawSpan::begin(SpanId(id), SpanId(0), Cow::Borrowed("step"), Instant::ZERO)).collect()
+    }
+
+    fn ids(ring: &Ring, first: u64, entries: usize) -> Vec<u64> {
+        let (head, tail) = ring.runs(first, entries);
+        head.iter().chain(tail).map(|span| span.id.0).collect()
+    }
+
+    /// A ring fixed at its length by a trace with no spans (it has not
+    /// wrapped yet), then given a higher limit, grows at its end.
+    #[test]
+    fn a_ring_fixed_before_it_wrapped_grows_after_its_last_span() {
+        let mut ring = Ring::default();
+        assert!(ring.fit(3, 10 * SLOT, false));
+        assert_eq!(ring.write(&mut spans(1..4)), (0, 3 * SLOT));
+        assert!(ring.fit(0, 10 * SLOT, true));
+        assert_eq!(ring.slots(), 3, "fixed at its length");
+        assert_eq!(ring.regrow(20 * SLOT), 0, "nothing renumbered");
+        assert!(ring.fit(2, 20 * SLOT, false));
+        assert_eq!(ring.write(&mut spans(4..6)), (3, 2 * SLOT));
+        assert_eq!(ids(&ring, 0, 5), [1, 2, 3, 4, 5]);
     }
 }
