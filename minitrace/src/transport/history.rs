@@ -187,13 +187,13 @@ impl History {
         limit: usize,
         released: &mut Released,
     ) {
-        if limit > self.ring.limit() && self.ring.limit() > 0 {
-            self.regrow_ring(limit);
+        if limit > self.ring.limit() {
+            self.ring_takes_limit(limit);
         }
         let entries = spans.len();
         let entry = std::mem::size_of::<Entry>();
         let over = self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
-        if !self.ring.fit(entries, limit, over) {
+        if !self.ring.fit(entries, over) {
             let mut parts = Vec::with_capacity(2);
             if !spans.is_empty() {
                 let target = Targets::One(root.line_target());
@@ -219,20 +219,20 @@ impl History {
         // The oldest traces in the slots about to be overwritten go first.
         let reused_from = self.ring.reused_from(entries);
         while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
-        let (written, grown) = self.ring.write(spans);
-        debug_assert_eq!(written, first);
+        let grown = self.ring.write(spans);
         self.bytes += bytes + grown;
         self.entries.push_back(thrown);
         self.make_room(limit, released, &mut counted);
         counted.publish();
     }
 
-    /// The limit was raised: the ring takes the slots it allows, its
-    /// traces renumbered with their spans (see [`Ring::regrow`]).
+    /// A ring not made yet, or a limit raised: the ring takes the slots the
+    /// limit allows, its traces renumbered with their spans (see
+    /// [`Ring::take_limit`]).
     #[cold]
-    fn regrow_ring(&mut self, limit: usize) {
+    fn ring_takes_limit(&mut self, limit: usize) {
         let before = self.ring.bytes();
-        let base = self.ring.regrow(limit);
+        let base = self.ring.take_limit(limit);
         self.bytes = self.bytes - before + self.ring.bytes();
         for entry in &mut self.entries {
             if let Entry::Thrown(thrown) = entry {

@@ -23,11 +23,10 @@ use crate::data::raw_span::RawSpan;
 #[derive(Default)]
 pub(crate) struct Ring {
     spans: Vec<RawSpan>,
-    /// The slots it may fill (0: not made yet): as many as the limit holds
-    /// until it first wraps, which fixes them (until the limit is raised:
-    /// [`Ring::regrow`]).
+    /// The slots it may fill: as many as its limit holds until it first
+    /// wraps, which fixes them (until a higher limit: [`Ring::take_limit`]).
     slots: usize,
-    /// The limit its slots were set under.
+    /// The limit its slots were set under (0: not made yet).
     limit: usize,
     /// The number the next span written gets.
     next: u64,
@@ -62,12 +61,13 @@ impl Ring {
         self.limit
     }
 
-    /// Takes as many slots as `limit` (higher than its own) holds. Once it
-    /// has wrapped, the spans still held move to the first slots, in order,
-    /// renumbered from 0: returns by how much their numbers fell, for the
-    /// history to renumber its traces. Before, they stay where they are.
+    /// Takes as many slots as `limit` holds: its first limit, or one higher
+    /// than its own. Once it has wrapped, the spans still held move to the
+    /// first slots, in order, renumbered from 0: returns by how much their
+    /// numbers fell, for the history to renumber its traces. Before, they
+    /// stay where they are.
     #[cold]
-    pub(crate) fn regrow(&mut self, limit: usize) -> u64 {
+    pub(crate) fn take_limit(&mut self, limit: usize) -> u64 {
         let filled = self.spans.len();
         if self.next == filled as u64 {
             (self.slots, self.limit) = (self.slots.max(limit / SLOT), limit);
@@ -95,15 +95,11 @@ impl Ring {
         self.oldest
     }
 
-    /// Whether `entries` more spans fit, under `limit` bytes of history;
-    /// `over`: growing it by them would take the history past the limit,
-    /// so it wraps where it is, if it can hold them already. No span is
-    /// numbered past its length yet then, so each stays where its number
-    /// says.
-    pub(crate) fn fit(&mut self, entries: usize, limit: usize, over: bool) -> bool {
-        if self.slots == 0 {
-            (self.slots, self.limit) = (limit / SLOT, limit);
-        }
+    /// Whether `entries` more spans fit under its limit; `over`: growing it
+    /// by them would take the history past the limit, so it wraps where it
+    /// is, if it can hold them already. No span is numbered past its length
+    /// yet then, so each stays where its number says.
+    pub(crate) fn fit(&mut self, entries: usize, over: bool) -> bool {
         let filled = self.spans.len();
         if over && filled < self.slots && filled >= entries {
             // Not wrapped yet, so `next` is `filled`: the cursor wraps too.
@@ -122,12 +118,12 @@ impl Ring {
         self.oldest = oldest;
     }
 
-    /// Moves `spans` in (left empty, its capacity kept); returns the first
-    /// one's number and the bytes the ring grew by.
-    pub(crate) fn write(&mut self, spans: &mut Vec<RawSpan>) -> (u64, usize) {
+    /// Moves `spans` in (left empty, its capacity kept), numbered from
+    /// [`Ring::next`]; returns the bytes the ring grew by.
+    pub(crate) fn write(&mut self, spans: &mut Vec<RawSpan>) -> usize {
         let (first, filled, entries) = (self.next, self.spans.len(), spans.len());
         if entries == 0 {
-            return (first, 0);
+            return 0;
         }
         // (More spans than slots never come: `fit` said no. If they did,
         // the loop keeps it memory-safe.)
@@ -159,14 +155,14 @@ impl Ring {
         if self.cursor == self.slots {
             self.cursor = 0;
         }
-        (first, 0)
+        0
     }
 
     /// [`Ring::write`] while the ring is not full-sized yet: spans are
     /// pushed after the last, wrapping to the first slot once it is. Slots
     /// overwritten are read first, and dropped if they own anything.
     #[cold]
-    fn grow(&mut self, spans: &mut Vec<RawSpan>) -> (u64, usize) {
+    fn grow(&mut self, spans: &mut Vec<RawSpan>) -> usize {
         let (first, filled, entries) = (self.next, self.spans.len(), spans.len());
         let mut at = self.cursor;
         for span in spans.drain(..) {
@@ -188,7 +184,7 @@ impl Ring {
         }
         self.next = first + entries as u64;
         self.cursor = at;
-        (first, (self.spans.len() - filled) * SLOT)
+        (self.spans.len() - filled) * SLOT
     }
 
     /// The slots of `entries` spans from number `first`, as one or two
@@ -233,13 +229,14 @@ mod tests {
     #[test]
     fn a_ring_fixed_before_it_wrapped_grows_after_its_last_span() {
         let mut ring = Ring::default();
-        assert!(ring.fit(3, 10 * SLOT, false));
-        assert_eq!(ring.write(&mut spans(1..4)), (0, 3 * SLOT));
-        assert!(ring.fit(0, 10 * SLOT, true));
+        assert_eq!(ring.take_limit(10 * SLOT), 0);
+        assert!(ring.fit(3, false));
+        assert_eq!((ring.next(), ring.write(&mut spans(1..4))), (0, 3 * SLOT));
+        assert!(ring.fit(0, true));
         assert_eq!(ring.slots(), 3, "fixed at its length");
-        assert_eq!(ring.regrow(20 * SLOT), 0, "nothing renumbered");
-        assert!(ring.fit(2, 20 * SLOT, false));
-        assert_eq!(ring.write(&mut spans(4..6)), (3, 2 * SLOT));
+        assert_eq!(ring.take_limit(20 * SLOT), 0, "nothing renumbered");
+        assert!(ring.fit(2, false));
+        assert_eq!((ring.next(), ring.write(&mut spans(4..6))), (3, 2 * SLOT));
         assert_eq!(ids(&ring, 0, 5), [1, 2, 3, 4, 5]);
     }
 }
