@@ -378,3 +378,131 @@ fn off_records_nothing() {
     assert!(held(&[trace_id]).is_empty());
     assert!(recorder::trace(trace_id).is_none());
 }
+
+/// A seeded generator for the shapes below; the seed is printed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Per span name: its parent's name, its properties and its events' names.
+type Shape = std::collections::BTreeMap<String, (String, Vec<(String, String)>, Vec<String>)>;
+
+/// Requests of every local shape, once the thread's memory wraps: their
+/// spans are written where the recorder keeps them (the stretch its ring
+/// lends), and come back as recorded: every span under its parent, with
+/// its properties and events, owned names and all. Among them, requests
+/// larger than a stretch, and roots of other traces ended inside a
+/// request, which its memory keeps apart.
+#[test]
+fn requests_written_where_they_are_kept_come_back_as_recorded() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(64 << 10));
+    let seed = std::env::var("MINITRACE_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or(0x34_5eed);
+    eprintln!("seed {seed} (MINITRACE_SEED replays it)");
+    let mut rng = Rng(seed);
+    let mut expected: Vec<(TraceId, Shape)> = Vec::new();
+    let mut checked = 0;
+    for number in 0..3_000u64 {
+        let context = SpanContext::random();
+        let mut shape = Shape::new();
+        {
+            let root = Span::root("request", context).with_property(|| ("number", number.to_string()));
+            shape.insert(
+                "request".into(),
+                (String::new(), vec![("number".into(), number.to_string())], vec![]),
+            );
+            let _guard = root.set_local_parent();
+            let spans = match rng.below(10) {
+                0 => 0,
+                1 => 65 + rng.below(30), // more than a stretch holds
+                _ => 1 + rng.below(12),
+            };
+            let mut open: Vec<(String, LocalSpan)> = Vec::new();
+            for index in 0..spans {
+                if !open.is_empty() && rng.below(3) == 0 {
+                    open.pop();
+                }
+                let name = format!("s{index}");
+                let parent = open.last().map_or("request".to_string(), |(name, _)| name.clone());
+                let span = match rng.below(3) {
+                    0 => LocalSpan::enter_with_local_parent(name.clone()),
+                    _ => LocalSpan::enter_with_local_parent(["a", "b", "c"][index as usize % 3])
+                        .with_property(|| ("was", name.clone())),
+                };
+                let mut entry = (parent, vec![], vec![]);
+                if rng.below(4) == 0 {
+                    let span = span.with_property(|| ("k", "v"));
+                    entry.1.push(("k".into(), "v".into()));
+                    open.push((name.clone(), span));
+                } else {
+                    open.push((name.clone(), span));
+                }
+                if rng.below(5) == 0 {
+                    Event::add_to_local_parent(format!("e{index}"), || []);
+                    entry.2.push(format!("e{index}"));
+                }
+                shape.insert(name, entry);
+                if rng.below(50) == 0 {
+                    // Another trace's request, thrown away here meanwhile.
+                    let inside = Span::root("inside", SpanContext::random());
+                    let _guard = inside.set_local_parent();
+                    let _step = LocalSpan::enter_with_local_parent("inside step");
+                }
+            }
+        }
+        expected.push((context.trace_id, shape));
+        if number % 300 == 299 {
+            checked += check_shapes(&expected, seed);
+        }
+    }
+    assert!(checked >= 100, "seed {seed}: {checked} checked");
+}
+
+/// Checks every trace of `expected` held whole against its shape; returns
+/// how many.
+fn check_shapes(expected: &[(TraceId, Shape)], seed: u64) -> usize {
+    let ids: Vec<TraceId> = expected.iter().map(|(id, _)| *id).collect();
+    let held = held(&ids);
+    let shapes: std::collections::HashMap<TraceId, &Shape> =
+        expected.iter().map(|(id, shape)| (*id, shape)).collect();
+    let mut checked = 0;
+    for trace in held.iter().filter(|trace| trace.complete) {
+        let names: std::collections::HashMap<_, String> = trace
+            .spans
+            .iter()
+            .map(|span| {
+                let was = span.properties.iter().find(|(key, _)| key == "was");
+                (span.span_id, was.map_or(span.name.to_string(), |(_, name)| name.to_string()))
+            })
+            .collect();
+        let got: Shape = trace
+            .spans
+            .iter()
+            .map(|span| {
+                let parent = names.get(&span.parent_id).cloned().unwrap_or_default();
+                let properties = span
+                    .properties
+                    .iter()
+                    .filter(|(key, _)| key != "was")
+                    .map(|(k, v)| (k.to_string(), v.to_string()));
+                let events = span.events.iter().map(|event| event.name.to_string()).collect();
+                (names[&span.span_id].clone(), (parent, properties.collect(), events))
+            })
+            .collect();
+        assert_eq!(&got, shapes[&trace.trace_id], "seed {seed}: trace {:?}", trace.trace_id);
+        checked += 1;
+    }
+    // What is held is the newest requests, every one of them whole but
+    // maybe the oldest (whose first spans made room).
+    let whole = |id: &TraceId| held.iter().any(|trace| trace.trace_id == *id && trace.complete);
+    let oldest = ids.iter().position(|id| held.iter().any(|trace| trace.trace_id == *id)).expect("some held");
+    assert!(ids.len() - oldest >= 3, "seed {seed}: {} held", ids.len() - oldest);
+    assert!(ids[oldest + 1..].iter().all(whole), "seed {seed}: the newest are held whole");
+    checked
+}

@@ -20,8 +20,8 @@ use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 
 use crate::data::escape;
-use crate::data::raw_span::RawSpan;
 use crate::data::target::{Target, Targets};
+use crate::transport::line_spans::LineSpans;
 use crate::transport::message::Message;
 use crate::transport::{gate, queue, span_buffers};
 
@@ -32,7 +32,7 @@ pub(crate) const MAX_PARKED: usize = 1 << 12;
 /// A trace's local spans, under one target.
 pub(crate) struct Parked {
     pub(crate) target: Target,
-    pub(crate) spans: Vec<RawSpan>,
+    pub(crate) spans: LineSpans,
     /// Entries that are spans (not events).
     pub(crate) count: usize,
     /// Under a span-count limit only: where each guard's batch after the
@@ -44,7 +44,7 @@ impl Parked {
     /// The batch as one message (for the flight recorder, which keeps it
     /// as it was recorded).
     pub(crate) fn into_message(self) -> Message {
-        Message::local_batch(self.spans, self.count, Targets::One(self.target))
+        Message::local_batch(self.spans.into_vec(), self.count, Targets::One(self.target))
     }
 
     /// The batch as the messages its guards would have sent: one, unless a
@@ -52,14 +52,15 @@ impl Parked {
     /// they were recorded, which is the order the limit judges them in.
     pub(crate) fn submit(mut self) {
         let target = Targets::One(self.target);
+        let mut spans = self.spans.into_vec();
         let mut later = Vec::with_capacity(self.cuts.len());
         while let Some((at, spans_before)) = self.cuts.pop() {
             let mut tail = span_buffers::take();
-            tail.extend(self.spans.drain(at..));
+            tail.extend(spans.drain(at..));
             later.push((tail, self.count - spans_before));
             self.count = spans_before;
         }
-        queue::submit(Message::local_batch(self.spans, self.count, target.clone()));
+        queue::submit(Message::local_batch(spans, self.count, target.clone()));
         for (spans, count) in later.into_iter().rev() {
             queue::submit(Message::local_batch(spans, count, target.clone()));
         }
@@ -76,7 +77,7 @@ thread_local! {
 /// Keeps a batch for its root's end on this thread. A batch of another
 /// trace, or under another parent, already waiting is sent on first.
 #[inline]
-pub(crate) fn park(target: Target, spans: Vec<RawSpan>, count: usize) {
+pub(crate) fn park(target: Target, spans: LineSpans, count: usize) {
     // What is left to send: the batch, if it could not wait, or the one it displaced.
     let mut unparked = Some(Parked { target, spans, count, cuts: Vec::new() });
     let _ = PARKED.try_with(|slot| {
@@ -92,7 +93,9 @@ pub(crate) fn park(target: Target, spans: Vec<RawSpan>, count: usize) {
                 if gate::limits_trace_size() {
                     parked.cuts.push((parked.spans.len(), parked.count));
                 }
-                parked.spans.extend(batch.spans);
+                let mut spans = parked.spans.take_vec();
+                spans.extend(batch.spans.into_vec());
+                parked.spans = LineSpans::from(spans);
                 parked.count += batch.count;
             }
             _ => unparked = slot.replace(batch),

@@ -3,13 +3,18 @@ use std::borrow::Cow;
 use crate::data::id::SpanId;
 use crate::data::raw_span::{Clock, RawSpan, LINE_PARENT};
 use crate::data::record::PropertyList;
-use crate::transport::{span_buffers, stats};
+use crate::transport::line_spans::LineSpans;
+use crate::transport::{history, stats};
 
 /// Local spans under one parent, most recent last. Opening a span is a
 /// `Vec::push`; the innermost open span is the implicit parent of the next.
 #[derive(Debug)]
 pub(crate) struct SpanQueue {
-    spans: Vec<RawSpan>,
+    spans: LineSpans,
+    /// Whether it may write into the stretch of the thread's ring lent for
+    /// its next request (`transport::line_spans`): only the line of a root,
+    /// whose spans wait for its end on this thread.
+    lend: bool,
     /// Entries the queue takes before [`grow`](SpanQueue::grow) runs: the
     /// buffer's capacity, capped at [`MAX_SPANS_PER_QUEUE`], so that opening
     /// a span checks one bound, not two.
@@ -36,8 +41,8 @@ impl SpanQueue {
     /// An empty queue. It takes a (recycled) buffer and an id base only
     /// when something is recorded: a line that records nothing, such as most
     /// polls of a future in a span, costs neither.
-    pub(crate) fn new() -> SpanQueue {
-        SpanQueue { spans: Vec::new(), room: 0, current: LINE_PARENT, id_base: 0, events: 0 }
+    pub(crate) fn new(lend: bool) -> SpanQueue {
+        SpanQueue { spans: LineSpans::default(), lend, room: 0, current: LINE_PARENT, id_base: 0, events: 0 }
     }
 
     /// Spare capacity for one more entry, or `None` at the limit.
@@ -49,18 +54,18 @@ impl SpanQueue {
         self.grow()
     }
 
-    /// The first entry takes a recycled buffer and draws the id base; later
-    /// ones, past the buffer's capacity, grow it, up to the limit.
+    /// The first entry takes the thread's stretch or a recycled buffer, and
+    /// draws the id base; later ones, past its capacity, grow it, up to the
+    /// limit.
     #[cold]
     fn grow(&mut self) -> Option<()> {
         if self.spans.len() >= MAX_SPANS_PER_QUEUE {
             return None;
         }
         if self.spans.capacity() == 0 {
-            self.spans = span_buffers::take();
             self.id_base = (SpanId::random().0 >> 1).max(1);
         }
-        self.spans.reserve(1);
+        self.spans.make_room(self.lend, || history::limit() > 0);
         self.room = self.spans.capacity().min(MAX_SPANS_PER_QUEUE);
         Some(())
     }
@@ -75,17 +80,11 @@ impl SpanQueue {
         let index = self.spans.len();
         let (id, parent_id) = (SpanId(self.id_base + index as u64), self.current);
         // Written in place, as `push` builds the span on the stack and copies
-        // it (PERFORMANCE.md, "Building values where they live"). Through a
-        // pointer, as indexing the spare capacity would check again the bound
-        // `make_room` did.
+        // it (PERFORMANCE.md, "Building values where they live").
         let span = RawSpan::begin(id, parent_id, name, Clock::SameThread.now());
-        // SAFETY: `make_room` left room for this entry within the buffer's
-        // capacity (`room` never exceeds it), so the slot is allocated and
-        // unused; once written, it is initialised and the length may cover it.
-        unsafe {
-            self.spans.as_mut_ptr().add(index).write(span);
-            self.spans.set_len(index + 1);
-        }
+        // SAFETY: `make_room` left room for it (`room` is at most the
+        // capacity).
+        unsafe { self.spans.push_unchecked(span) };
         self.current = id;
         Some(index)
     }
@@ -124,7 +123,8 @@ impl SpanQueue {
 
     pub(crate) fn add_event(&mut self, name: Cow<'static, str>, properties: Option<PropertyList>) {
         if self.make_room().is_some() {
-            self.spans.push(RawSpan::event(self.current, name, properties));
+            // SAFETY: as in `start_span`.
+            unsafe { self.spans.push_unchecked(RawSpan::event(self.current, name, properties)) };
             self.events += 1;
         } else {
             stats::count_dropped_events(1);
@@ -133,12 +133,13 @@ impl SpanQueue {
 
     /// Everything recorded, and how many of the entries are spans (not
     /// events); spans still open are closed now.
-    pub(crate) fn take_all(&mut self) -> (Vec<RawSpan>, usize) {
+    pub(crate) fn take_all(&mut self) -> (LineSpans, usize) {
         // Found by one pass per batch, not counted at every open and close
         // (PERFORMANCE.md, "Local spans").
-        if let Some(first_open) = self.spans.iter().position(RawSpan::is_open) {
+        let spans = self.spans.as_mut_slice();
+        if let Some(first_open) = spans.iter().position(RawSpan::is_open) {
             let now = Clock::SameThread.now();
-            for span in self.spans[first_open..].iter_mut().filter(|span| span.is_open()) {
+            for span in spans[first_open..].iter_mut().filter(|span| span.is_open()) {
                 span.end = now;
             }
         }
@@ -155,14 +156,15 @@ mod tests {
 
     #[test]
     fn taking_the_spans_closes_only_those_still_open() {
-        let mut queue = SpanQueue::new();
+        let mut queue = SpanQueue::new(false);
         let closed = queue.start_span("closed".into()).unwrap();
         queue.finish_span(closed);
-        let closed_end = queue.spans[closed].end;
+        let closed_end = queue.spans.as_slice()[closed].end;
         let _open = queue.start_span("open".into()).unwrap();
         queue.add_event("event".into(), None);
         let _open_inner = queue.start_span("open inner".into()).unwrap();
         let (spans, count) = queue.take_all();
+        let spans = spans.into_vec();
         assert_eq!((spans.len(), count), (4, 3));
         assert_eq!(spans[closed].end, closed_end);
         assert!(spans.iter().all(|span| !span.is_open()));

@@ -16,7 +16,7 @@ use crate::data::target::Targets;
 use crate::local::parked;
 use crate::local::span_queue::{SpanQueue, MAX_SPANS_PER_QUEUE};
 use crate::transport::message::Message;
-use crate::transport::{gate, property_lists, queue, span_buffers};
+use crate::transport::{gate, property_lists, queue};
 
 pub(crate) struct SpanLine {
     epoch: u64,
@@ -41,9 +41,10 @@ impl SpanLine {
             }
             Some(targets) if !spans.is_empty() => {
                 escape::mark_targets(&targets);
+                let spans = spans.into_vec();
                 queue::submit_with(count, || Message::local_batch(spans, count, targets));
             }
-            _ => span_buffers::give_back_locally(spans),
+            _ => spans.give_back(),
         }
     }
 }
@@ -130,7 +131,7 @@ pub(crate) fn push_line(targets: Option<Targets>, parks: bool) -> Option<u64> {
         }
         let epoch = stack.next_epoch;
         stack.next_epoch = epoch_after(epoch);
-        let queue = SpanQueue::new();
+        let queue = SpanQueue::new(parks);
         stack.lines.push(SpanLine { epoch, queue, targets, parks });
         OPEN_LINES.set(stack.lines.len());
         Some(epoch)
@@ -159,7 +160,10 @@ pub(crate) fn close_line_unparked(epoch: u64) {
 /// spans (not events); spans still open are closed now.
 #[inline]
 pub(crate) fn take_line(epoch: u64) -> Option<(Vec<RawSpan>, usize)> {
-    finish_line(epoch, |line| line.queue.take_all())
+    finish_line(epoch, |line| {
+        let (spans, count) = line.queue.take_all();
+        (spans.into_vec(), count)
+    })
 }
 
 /// Runs `f` on a line where it lies, then removes the line: not moved out

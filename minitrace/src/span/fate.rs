@@ -19,8 +19,9 @@ use crate::data::{collect_id, escape};
 use crate::local::parked;
 use crate::local::stack;
 use crate::transport::history::{self, Kept};
+use crate::transport::line_spans::LineSpans;
 use crate::transport::message::{EndedSpan, Message};
-use crate::transport::{gate, property_lists, queue, span_buffers, stats};
+use crate::transport::{gate, property_lists, queue, stats};
 
 /// Ends `root`, a root (cancelled or not) started on this thread.
 #[inline]
@@ -65,7 +66,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
                 limit,
             ),
             Some(waiting) => queue::keep_thrown(waiting.spans, waiting.count, root, end, limit),
-            None => queue::keep_thrown(Vec::new(), 0, root, end, limit),
+            None => queue::keep_thrown(LineSpans::default(), 0, root, end, limit),
         };
     } else {
         thrown_away += 1;
@@ -76,7 +77,7 @@ pub(crate) fn end_root_here(mut root: SpanState) {
     match waiting {
         // This thread's part of an escaped trace: kept for the recorder.
         Some(waiting) if limit > 0 => queue::keep(&mut [Some(Kept::new(waiting.into_message()))], limit),
-        Some(waiting) => span_buffers::give_back_locally(waiting.spans),
+        Some(waiting) => waiting.spans.give_back(),
         None => {}
     }
     stats::count_sampled_out_here(thrown_away);

@@ -1,8 +1,9 @@
 //! What a thread keeps of its traces, whatever their fate, while the flight
 //! recorder is on, in memory bounded by the recorder's bytes per thread.
 //! A trace the thread threw away itself is one entry: its root, and its
-//! local spans moved into the history's ring (`transport::span_ring`), their
-//! buffer back to the thread's next line. The parts the collector received
+//! local spans in the history's ring (`transport::span_ring`), taken where
+//! the line wrote them in the stretch the ring lent, or moved in from their
+//! buffer (back to the thread's next line). The parts the collector received
 //! from the thread, once filed, come back to it as they travelled. The
 //! oldest make room, counted. Both the thread and the collector write under
 //! the handover's protocol (`transport::handoff`); the collector reads
@@ -16,8 +17,9 @@ use crate::data::raw_span::RawSpan;
 use crate::data::record::PropertyList;
 use crate::data::span_state::{Extra, SpanState};
 use crate::data::target::{Target, Targets};
+use crate::transport::line_spans::{self, LineSpans};
 use crate::transport::message::{EndedSpan, Message, Parts};
-use crate::transport::span_ring::Ring;
+use crate::transport::span_ring::{Ring, STRETCH};
 use crate::transport::{property_lists, span_buffers, stats};
 
 use minstant::Instant;
@@ -173,39 +175,49 @@ impl History {
         counted.publish();
     }
 
-    /// Keeps a trace this thread threw away: `root`, ended at `end`, and
-    /// the local spans that waited for it (`count` of them spans, the rest
-    /// events), moved out of `spans` into the ring; the buffer, emptied,
-    /// is the caller's again. If the ring cannot hold that many spans,
-    /// they are kept as the parts they were recorded as, buffer and all.
+    /// Keeps a trace thrown away on this history's thread: `root`, ended at
+    /// `end`, and its local spans (`count` of them spans, the rest events),
+    /// taken where they lie if written in the stretch the ring lent, moved
+    /// in otherwise (the buffer, emptied, the caller's again), or, if the
+    /// ring cannot take them, kept as the parts they were recorded as.
+    /// `here`: on the history's thread, which then lends its next stretch.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn keep_thrown(
         &mut self,
-        spans: &mut Vec<RawSpan>,
+        spans: &mut LineSpans,
         count: usize,
         root: SpanState,
         end: Instant,
         limit: usize,
         released: &mut Released,
+        here: bool,
     ) {
         if limit > self.ring.limit() {
             self.ring_takes_limit(limit);
         }
         let entries = spans.len();
         let entry = std::mem::size_of::<Entry>();
-        let over = self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
-        if !self.ring.fit(entries, over) {
-            let mut parts = Vec::with_capacity(2);
-            if !spans.is_empty() {
-                let target = Targets::One(root.line_target());
-                parts.push(Kept::new(Message::local_batch(std::mem::take(spans), count, target)));
+        let mut stretch = spans.is_lent().then(line_spans::take_stretch).flatten();
+        if !stretch.as_ref().is_some_and(|stretch| self.ring.lent_here(stretch)) {
+            if spans.is_lent() {
+                // Lent by a ring since grown or let go: copied out, and that
+                // stretch goes (after the copy: it keeps the memory).
+                *spans = LineSpans::from(spans.take_vec());
+                drop((stretch.take(), line_spans::take_stretch()));
             }
-            parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
-            return self.keep(parts, limit, released);
+            let over =
+                self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
+            // The ring's next slots, lent, are taken back from home; while
+            // a line writes there, they are not written.
+            let free = !self.ring.is_lent() || (here && self.take_back_home());
+            if !free || !self.ring.fit(entries, over) {
+                return self.keep_as_parts(spans.take_vec(), count, root, end, limit, released);
+            }
         }
         // What the spans own is summed only if one owns anything (rarely).
-        let owning = spans.iter().any(RawSpan::owns_heap);
+        let owning = spans.as_slice().iter().any(RawSpan::owns_heap);
         let span_bytes = match owning {
-            true => spans.iter().map(RawSpan::heap_bytes).sum(),
+            true => spans.as_slice().iter().map(RawSpan::heap_bytes).sum(),
             false => 0,
         };
         let bytes = entry + root.heap_bytes() + span_bytes;
@@ -216,14 +228,81 @@ impl History {
         let first = self.ring.next();
         let thrown = Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning });
         let mut counted = Counted::default();
-        // The oldest traces in the slots about to be overwritten go first.
+        // The oldest traces in the slots about to be overwritten go first
+        // (those of a stretch went when it was lent).
         let reused_from = self.ring.reused_from(entries);
         while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
-        let grown = self.ring.write(spans);
+        let mut spare = None;
+        let grown = match stretch {
+            Some(stretch) => {
+                debug_assert!(std::ptr::eq(spans.as_ptr(), stretch.ptr()));
+                spans.give_to_ring();
+                spare = Some(self.ring.take_written(stretch, entries));
+                Some(0)
+            }
+            None => {
+                let mut buffer = spans.take_vec();
+                let grown = self.ring.write(&mut buffer);
+                *spans = LineSpans::from(buffer);
+                grown
+            }
+        };
+        // Never `None` (`fit` said they fit, and no stretch is lent); if it
+        // were, no entry would be held for spans not written.
+        let (Some(grown), Entry::Thrown(_)) = (grown, &thrown) else {
+            if let Entry::Thrown(thrown) = thrown {
+                self.keep_as_parts(spans.take_vec(), count, thrown.root, end, limit, released);
+            }
+            return counted.publish();
+        };
         self.bytes += bytes + grown;
         self.entries.push_back(thrown);
         self.make_room(limit, released, &mut counted);
+        if here && self.ring.lendable() && !line_spans::is_out() {
+            // The traces in the next stretch go now, before its thread writes there.
+            let reused_from = self.ring.reused_from(STRETCH);
+            while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
+            if let Some(stretch) = self.ring.lend(spare) {
+                line_spans::lend_home(stretch);
+            }
+        }
         counted.publish();
+    }
+
+    /// [`History::keep_thrown`] for a trace the ring cannot take: its
+    /// spans and its root kept as the parts they travel as.
+    #[cold]
+    fn keep_as_parts(
+        &mut self,
+        spans: Vec<RawSpan>,
+        count: usize,
+        root: SpanState,
+        end: Instant,
+        limit: usize,
+        released: &mut Released,
+    ) {
+        let mut parts = Vec::with_capacity(2);
+        if !spans.is_empty() {
+            let target = Targets::One(root.line_target());
+            parts.push(Kept::new(Message::local_batch(spans, count, target)));
+        } else {
+            released.buffers.push(spans);
+        }
+        parts.push(Kept::new(Message::Ended(EndedSpan { state: root, end })));
+        self.keep(parts, limit, released);
+    }
+
+    /// Takes back the stretch the ring lent if it is at home, unused;
+    /// whether no stretch is lent now.
+    fn take_back_home(&mut self) -> bool {
+        if !line_spans::is_out() {
+            if let Some(stretch) = line_spans::take_stretch() {
+                if self.ring.lent_here(&stretch) {
+                    self.ring.take_back(&stretch);
+                }
+            }
+        }
+        !self.ring.is_lent()
     }
 
     /// A ring not made yet, or a limit raised: the ring takes the slots the
@@ -245,22 +324,36 @@ impl History {
     /// ran); the buffers thrown-away traces leave are let go to `released`.
     /// Inlined with its test for nothing waiting, which is what every
     /// write but the first after a harvest finds.
+    /// `here`: as for [`History::keep_thrown`].
     #[inline]
-    pub(crate) fn absorb(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
+    pub(crate) fn absorb(
+        &mut self,
+        waiting: &mut Vec<Waiting>,
+        limit: usize,
+        released: &mut Released,
+        here: bool,
+    ) {
         if !waiting.is_empty() {
-            self.absorb_waiting(waiting, limit, released);
+            self.absorb_waiting(waiting, limit, released, here);
         }
     }
 
     /// [`History::absorb`] once something waits.
     #[cold]
-    fn absorb_waiting(&mut self, waiting: &mut Vec<Waiting>, limit: usize, released: &mut Released) {
+    fn absorb_waiting(
+        &mut self,
+        waiting: &mut Vec<Waiting>,
+        limit: usize,
+        released: &mut Released,
+        here: bool,
+    ) {
         for waiting in waiting.drain(..) {
             match waiting {
                 Waiting::Kept(kept) => self.keep([kept], limit, released),
-                Waiting::Thrown { mut spans, count, root, end } => {
-                    self.keep_thrown(&mut spans, count, root, end, limit, released);
-                    released.buffers.push(spans);
+                Waiting::Thrown { spans, count, root, end } => {
+                    let mut spans = LineSpans::from(spans);
+                    self.keep_thrown(&mut spans, count, root, end, limit, released, here);
+                    released.buffers.push(spans.take_vec());
                 }
             }
         }
@@ -334,17 +427,6 @@ pub(crate) struct Exited {
 }
 
 impl Exited {
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.histories.is_empty()
-    }
-
-    /// The bytes it holds.
-    #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// Each exited thread's number and history, oldest first.
     pub(crate) fn histories(&self) -> impl Iterator<Item = (u32, &History)> {
         self.histories.iter().map(|(thread, history)| (*thread, history))

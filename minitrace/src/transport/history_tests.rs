@@ -59,6 +59,21 @@ fn parts_that_make_room_give_back_their_buffers_and_their_root_s_list() {
     assert!(released.buffers.is_empty() && released.extras.is_empty());
 }
 
+/// [`History::keep_thrown`] from the collector's side (no stretch lent),
+/// the spans given in a buffer and the buffer given back.
+fn keep_thrown(
+    history: &mut History,
+    spans: &mut Vec<RawSpan>,
+    count: usize,
+    root: SpanState,
+    limit: usize,
+    released: &mut Released,
+) {
+    let mut line = LineSpans::from(std::mem::take(spans));
+    history.keep_thrown(&mut line, count, root, Instant::ZERO, limit, released, false);
+    *spans = line.take_vec();
+}
+
 /// A root of trace `trace` on this thread, and its local spans: `n`
 /// spans, the first with an owned name and properties if `owning`.
 fn thrown(trace: u128, n: u64, owning: bool) -> (SpanState, Vec<RawSpan>) {
@@ -107,7 +122,7 @@ fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_o
     for trace in 1..=10u128 {
         let (root, mut spans) = thrown(trace, 3 + (trace % 2) as u64, trace % 3 == 0);
         let (buffer, count) = (spans.as_ptr(), spans.len());
-        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, &mut released);
+        keep_thrown(&mut history, &mut spans, count, root, limit, &mut released);
         // The buffer is emptied, not taken: the caller's next line's.
         assert!(spans.is_empty() && spans.as_ptr() == buffer);
         assert!(history.bytes() <= limit);
@@ -132,14 +147,14 @@ fn the_ring_keeps_the_newest_traces_whole_as_it_wraps_and_gives_back_what_they_o
     let mut exited = Exited::default();
     exited.take(7, &mut history);
     assert!(history.is_empty() && history.bytes() == 0);
-    assert_eq!(exited.bytes(), bytes);
+    assert_eq!(exited.bytes, bytes);
     let (thread, moved) = exited.histories().next().expect("moved");
     assert_eq!((thread, moved.ring.at()), (7, ring));
     assert_eq!(held(moved), kept);
     // Over its bound, it goes whole, giving back what its traces owned.
     let before = released.lists.len();
     exited.make_room(bytes - 1, &mut released);
-    assert!(exited.is_empty() && exited.bytes() == 0);
+    assert!(exited.histories.is_empty() && exited.bytes == 0);
     let owning = newest.iter().filter(|trace| *trace % 3 == 0).count();
     assert_eq!(released.lists.len() - before, owning);
 }
@@ -159,7 +174,7 @@ fn keep_checked(
     for trace in traces {
         let (root, mut spans) = thrown(trace, size(trace), trace % 5 == 0);
         let count = spans.len();
-        history.keep_thrown(&mut spans, count, root, Instant::ZERO, limit, released);
+        keep_thrown(history, &mut spans, count, root, limit, released);
         assert!(history.bytes() <= limit);
         let kept = held(history);
         assert_eq!(kept.last().map(|(trace, _)| *trace), Some(trace));
@@ -224,7 +239,7 @@ fn a_trace_larger_than_the_ring_is_kept_as_parts_and_a_lower_limit_lets_the_ring
     let mut released = Released::default();
     let (root, mut spans) = thrown(1, 21, false);
     let buffer = spans.as_ptr();
-    history.keep_thrown(&mut spans, 21, root, Instant::ZERO, limit, &mut released);
+    keep_thrown(&mut history, &mut spans, 21, root, limit, &mut released);
     // Kept as its parts instead, buffer and all, and let go at once (too
     // large for the limit too).
     assert!(spans.is_empty() && spans.capacity() == 0, "the buffer went with the parts");
@@ -234,7 +249,7 @@ fn a_trace_larger_than_the_ring_is_kept_as_parts_and_a_lower_limit_lets_the_ring
     assert_eq!(released.buffers[0].as_ptr(), buffer);
     assert_eq!(released.buffers[0].len(), 21, "its spans go back with it");
     let (root, mut spans) = thrown(2, 8, true);
-    history.keep_thrown(&mut spans, 8, root, Instant::ZERO, limit, &mut released);
+    keep_thrown(&mut history, &mut spans, 8, root, limit, &mut released);
     assert_eq!(held(&history).len(), 1);
     // A lower limit: the trace goes, its list given back, and the
     // ring's slots with it.
@@ -252,7 +267,7 @@ fn parts_kept_between_thrown_traces_go_oldest_first_with_them() {
     let mut all = Vec::new();
     for trace in 1..=12u128 {
         let (root, mut spans) = thrown(trace, 4, false);
-        history.keep_thrown(&mut spans, 4, root, Instant::ZERO, limit, &mut released);
+        keep_thrown(&mut history, &mut spans, 4, root, limit, &mut released);
         // Parts kept while a harvest ran, between the traces.
         let (root, _) = thrown(100 + trace, 0, false);
         let ended = Kept::new(Message::Ended(EndedSpan { state: root, end: Instant::ZERO }));
@@ -274,10 +289,137 @@ fn a_trace_thrown_away_during_a_harvest_joins_the_ring_when_absorbed() {
     let (root, spans) = thrown(5, 3, true);
     let buffer = spans.as_ptr();
     let mut waiting = vec![Waiting::Thrown { spans, count: 3, root, end: Instant::ZERO }];
-    history.absorb(&mut waiting, 4096, &mut released);
+    history.absorb(&mut waiting, 4096, &mut released, false);
     assert!(waiting.is_empty());
     assert_eq!(held(&history), [(5, vec![501, 502, 503])]);
     // Its buffer, emptied, is let go to be recycled.
     assert_eq!(released.buffers.len(), 1);
     assert!(released.buffers[0].is_empty() && released.buffers[0].as_ptr() == buffer);
+}
+
+/// Spans `ids` of a request written into `line` as a line writes them:
+/// room made before each, the first one owning if `owning`.
+fn record(line: &mut LineSpans, ids: std::ops::Range<u64>, owning: bool) {
+    for id in ids.clone() {
+        if line.len() == line.capacity() {
+            line.make_room(true, || true);
+        }
+        let name = match owning && id == ids.start {
+            true => Cow::Owned(format!("owned {id}")),
+            false => Cow::Borrowed("step"),
+        };
+        let mut span = RawSpan::begin(SpanId(id), LINE_PARENT, name, Instant::ZERO);
+        if owning && id == ids.start {
+            assert!(span.add_properties(list()).is_none());
+        }
+        // SAFETY: room was made above.
+        unsafe { line.push_unchecked(span) };
+    }
+}
+
+fn root_of(trace: u128) -> SpanState {
+    thrown(trace, 0, false).0
+}
+
+/// The newest thrown trace a history holds: its root's trace, its spans'
+/// ids, and where its first span lies.
+fn newest(history: &History) -> (u128, Vec<u64>, *const RawSpan) {
+    let last = history.parts().filter(|held| matches!(held, Held::Thrown(..))).last().unwrap();
+    let Held::Thrown(thrown, (head, tail)) = last else { unreachable!() };
+    let ids = head.iter().chain(tail).map(|span| span.id.0).collect();
+    (thrown.root.trace_id().0, ids, head.as_ptr())
+}
+
+/// Once its ring is full, a thread's next request is written in the
+/// stretch the ring lends, and kept where it lies; a stretch given back,
+/// outgrown, outlived by its ring, or held while another trace comes, is
+/// copied or kept as parts, and nothing it held is lost or dropped twice.
+#[test]
+fn a_request_written_in_the_lent_stretch_is_kept_where_it_lies() {
+    std::thread::spawn(|| {
+        let limit = 32 << 10;
+        let (mut history, mut released) = (History::default(), Released::default());
+        let mut trace = 0;
+        while line_spans::home().is_null() {
+            trace += 1;
+            assert!(trace < 1_000, "the ring lends once full");
+            let (root, spans) = thrown(trace, 10, false);
+            let mut line = LineSpans::from(spans);
+            history.keep_thrown(&mut line, 10, root, Instant::ZERO, limit, &mut released, true);
+        }
+        // A request written in the stretch.
+        let mut line = LineSpans::default();
+        record(&mut line, 1_001..1_011, true);
+        let at = line.as_ptr();
+        assert!(line.is_lent() && line_spans::home().is_null() && line_spans::is_out());
+        // Another trace thrown meanwhile: kept as parts, the stretch untouched.
+        let (root, spans) = thrown(9_999, 3, false);
+        history.keep_thrown(&mut LineSpans::from(spans), 3, root, Instant::ZERO, limit, &mut released, true);
+        assert!(matches!(history.parts().last(), Some(Held::Kept(_))));
+        assert_eq!(
+            line.as_slice().iter().map(|span| span.id.0).collect::<Vec<_>>(),
+            (1_001..1_011).collect::<Vec<_>>()
+        );
+        // Thrown away: kept where it lies, and the next stretch lent.
+        history.keep_thrown(&mut line, 10, root_of(1_000), Instant::ZERO, limit, &mut released, true);
+        assert_eq!(line.capacity(), 0, "the line keeps nothing");
+        assert_eq!(newest(&history), (1_000, (1_001..1_011).collect(), at));
+        assert!(!line_spans::home().is_null() && !line_spans::is_out());
+
+        // Given back unused: home again, where it was.
+        let home = line_spans::home();
+        let mut line = LineSpans::default();
+        record(&mut line, 1..4, true);
+        line.give_back();
+        assert_eq!(line_spans::home(), home);
+
+        // Outgrown: moved to a buffer, the stretch home, the spans copied in.
+        let mut line = LineSpans::default();
+        record(&mut line, 2_001..2_071, false);
+        assert!(!line.is_lent() && line_spans::home() == home);
+        history.keep_thrown(&mut line, 70, root_of(2_000), Instant::ZERO, limit, &mut released, true);
+        let (trace, ids, _) = newest(&history);
+        assert_eq!((trace, ids), (2_000, (2_001..2_071).collect()));
+
+        // Outlived: the limit raised while a line writes in the stretch.
+        let mut line = LineSpans::default();
+        record(&mut line, 3_001..3_006, true);
+        let old = line.as_ptr();
+        history.keep_thrown(&mut line, 5, root_of(3_000), Instant::ZERO, 2 * limit, &mut released, true);
+        let (trace, ids, now) = newest(&history);
+        assert_eq!((trace, ids), (3_000, (3_001..3_006).collect()));
+        assert!(now != old, "copied into the grown ring");
+        assert!(line_spans::home().is_null(), "the old stretch went; the grown ring lends once full");
+
+        // Written in place and let go: what they own given back, once.
+        let lists = released.lists.len();
+        let mut in_place = 0;
+        for trace in 4_000..4_400u64 {
+            let mut line = LineSpans::default();
+            record(&mut line, trace * 10..trace * 10 + 4, true);
+            let at = line.as_ptr();
+            history.keep_thrown(
+                &mut line,
+                4,
+                root_of(trace.into()),
+                Instant::ZERO,
+                2 * limit,
+                &mut released,
+                true,
+            );
+            let (newest_trace, ids, now) = newest(&history);
+            assert_eq!((newest_trace, ids), (trace.into(), (trace * 10..trace * 10 + 4).collect()));
+            in_place += usize::from(now == at);
+        }
+        assert!(in_place > 100, "{in_place} written in place in the grown ring");
+        assert!(released.lists.len() > lists, "the owning traces that went gave their lists back");
+
+        // The recorder off: the stretch goes, the line takes a buffer.
+        let mut line = LineSpans::default();
+        line.make_room(true, || false);
+        assert!(!line.is_lent() && line_spans::home().is_null() && !line_spans::is_out());
+        released.recycle_here();
+    })
+    .join()
+    .unwrap();
 }

@@ -7,6 +7,7 @@
 pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod history;
+pub(crate) mod line_spans;
 pub(crate) mod message;
 pub(crate) mod property_lists;
 pub(crate) mod queue;

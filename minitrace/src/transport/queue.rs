@@ -18,14 +18,14 @@ use minstant::Instant;
 
 use crate::data::batch::Role;
 use crate::data::id::SpanId;
-use crate::data::raw_span::RawSpan;
 use crate::data::span_state::SpanState;
 use crate::data::target::Targets;
 use crate::transport::handoff::{Cells, Handoff, Hub};
 use crate::transport::history::{History, Kept, Waiting};
+use crate::transport::line_spans::{self, LineSpans};
 use crate::transport::message::Message;
 use crate::transport::wake::{on_collector_thread, wake_collector};
-use crate::transport::{gate, span_buffers, stats};
+use crate::transport::{gate, stats};
 use crate::util::lock;
 
 /// Messages (each a span or a batch of local spans) a thread can have queued.
@@ -133,6 +133,8 @@ impl Drop for AtExit {
         if let Some(close_local) = self.before_ring_closes.get() {
             close_local();
         }
+        // No line holds it now: the local spans are closed.
+        line_spans::drop_stretch();
         close_ring();
     }
 }
@@ -186,7 +188,7 @@ pub(crate) fn keep(parts: &mut [Option<Kept>], limit: usize) {
         let evicted = &mut queue.evicted;
         queue.thread.handoff.write(hub(), |cells, history| match history {
             Some(history) => {
-                history.absorb(&mut cells.kept, limit, evicted);
+                history.absorb(&mut cells.kept, limit, evicted, true);
                 history.keep(parts.iter_mut().filter_map(Option::take), limit, evicted);
             }
             None => cells.kept.extend(parts.iter_mut().filter_map(Option::take).map(Waiting::Kept)),
@@ -201,13 +203,7 @@ pub(crate) fn keep(parts: &mut [Option<Kept>], limit: usize) {
 /// [`History::keep_thrown`]); their buffer goes back to this thread's next
 /// line. While a harvest runs, they wait to join the history, buffer and
 /// all.
-pub(crate) fn keep_thrown(
-    mut spans: Vec<RawSpan>,
-    count: usize,
-    root: SpanState,
-    end: Instant,
-    limit: usize,
-) {
+pub(crate) fn keep_thrown(mut spans: LineSpans, count: usize, root: SpanState, end: Instant, limit: usize) {
     let _ = QUEUE.try_with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else { return };
         if matches!(&**slot, Slot::Unregistered) && thread_exit_armed() {
@@ -217,15 +213,15 @@ pub(crate) fn keep_thrown(
         let (evicted, spans) = (&mut queue.evicted, &mut spans);
         queue.thread.handoff.write(hub(), |cells, history| match history {
             Some(history) => {
-                history.absorb(&mut cells.kept, limit, evicted);
-                history.keep_thrown(spans, count, root, end, limit, evicted);
+                history.absorb(&mut cells.kept, limit, evicted, true);
+                history.keep_thrown(spans, count, root, end, limit, evicted, true);
             }
-            None => cells.kept.push(Waiting::Thrown { spans: std::mem::take(spans), count, root, end }),
+            None => cells.kept.push(Waiting::Thrown { spans: spans.take_vec(), count, root, end }),
         });
         evicted.recycle_here();
     });
     if spans.capacity() > 0 {
-        span_buffers::give_back_locally(spans);
+        spans.give_back();
     }
 }
 

@@ -50,7 +50,7 @@ impl Collector {
                         history.keep(filed.drain(..).map(Kept::new), limit, &mut evicted);
                         emptied.push(filed);
                     }
-                    history.absorb(&mut cells.kept, limit, &mut evicted);
+                    history.absorb(&mut cells.kept, limit, &mut evicted, false);
                 }
                 if finished && cells.outbox.is_empty() {
                     // An exited thread's memory joins the exited threads',
