@@ -19,7 +19,7 @@ use crate::data::span_state::{Extra, SpanState};
 use crate::data::target::{Target, Targets};
 use crate::transport::line_spans::{self, LineSpans};
 use crate::transport::message::{EndedSpan, Message, Parts};
-use crate::transport::span_ring::{Ring, STRETCH};
+use crate::transport::span_ring::{Ring, Stretch, STRETCH};
 use crate::transport::{property_lists, span_buffers, stats};
 
 use minstant::Instant;
@@ -197,13 +197,14 @@ impl History {
         }
         let entries = spans.len();
         let entry = std::mem::size_of::<Entry>();
-        let mut stretch = spans.is_lent().then(line_spans::take_stretch).flatten();
-        if !stretch.as_ref().is_some_and(|stretch| self.ring.lent_here(stretch)) {
+        let lent_here = |slot: &mut Option<Stretch>| slot.as_ref().is_some_and(|it| self.ring.lent_here(it));
+        let in_place = spans.is_lent() && line_spans::with_stretch(lent_here) == Some(true);
+        if !in_place {
             if spans.is_lent() {
                 // Lent by a ring since grown or let go: copied out, and that
                 // stretch goes (after the copy: it keeps the memory).
                 *spans = LineSpans::from(spans.take_vec());
-                drop((stretch.take(), line_spans::take_stretch()));
+                drop(line_spans::take_stretch());
             }
             let over =
                 self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
@@ -232,15 +233,18 @@ impl History {
         // (those of a stretch went when it was lent).
         let reused_from = self.ring.reused_from(entries);
         while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
-        let mut spare = None;
-        let grown = match stretch {
-            Some(stretch) => {
-                debug_assert!(std::ptr::eq(spans.as_ptr(), stretch.ptr()));
+        let grown = match in_place {
+            true => {
+                debug_assert!(
+                    line_spans::with_stretch(|slot| slot.as_ref().map(Stretch::ptr))
+                        == Some(Some(spans.as_ptr().cast_mut()))
+                );
                 spans.give_to_ring();
-                spare = Some(self.ring.take_written(stretch, entries));
+                self.ring.take_written(entries);
+                line_spans::spent();
                 Some(0)
             }
-            None => {
+            false => {
                 let mut buffer = spans.take_vec();
                 let grown = self.ring.write(&mut buffer);
                 *spans = LineSpans::from(buffer);
@@ -262,8 +266,8 @@ impl History {
             // The traces in the next stretch go now, before its thread writes there.
             let reused_from = self.ring.reused_from(STRETCH);
             while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
-            if let Some(stretch) = self.ring.lend(spare) {
-                line_spans::lend_home(stretch);
+            if line_spans::with_stretch(|slot| self.ring.lend(slot)) == Some(true) {
+                line_spans::home_again();
             }
         }
         counted.publish();

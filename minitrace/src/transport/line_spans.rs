@@ -12,7 +12,7 @@
 //! line at a time holds it. The thread's exit drops it, after its lines
 //! are closed ([`drop_stretch`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
@@ -21,37 +21,51 @@ use crate::transport::span_ring::Stretch;
 use crate::transport::{property_lists, span_buffers};
 
 thread_local! {
-    /// The stretch the thread's ring lent it, at home or held by a line.
+    /// The stretch the thread's ring lent it: at home, held by a line, or
+    /// spent (its spans taken) until the ring aims it at its next slots.
     /// Not dropped with the thread-local: the thread's exit drops it once
     /// its lines are closed (a destructor of its own could run first).
-    static STRETCH: ManuallyDrop<Cell<Option<Stretch>>> = const { ManuallyDrop::new(Cell::new(None)) };
+    static STRETCH: ManuallyDrop<RefCell<Option<Stretch>>> = const { ManuallyDrop::new(RefCell::new(None)) };
     /// Where [`STRETCH`]'s slots are while it is at home (null: it is not).
     static HOME: Cell<(*mut RawSpan, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
-    /// Whether [`STRETCH`] holds one: read without taking it out.
-    static HELD: Cell<bool> = const { Cell::new(false) };
+    /// Whether a line holds [`STRETCH`].
+    static OUT: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Keeps `stretch` at home for the thread's next line, in place of the one
-/// it had, which must be at home (or none).
-pub(crate) fn lend_home(stretch: Stretch) {
-    let at = (stretch.ptr(), stretch.cap());
-    if STRETCH.try_with(|slot| slot.set(Some(stretch))).is_ok() {
-        HOME.set(at);
-        HELD.set(true);
-    }
+/// Runs `f` on the thread's stretch slot, where it lies (`None` if the
+/// thread-local is gone, or borrowed: never, as no caller nests).
+pub(crate) fn with_stretch<R>(f: impl FnOnce(&mut Option<Stretch>) -> R) -> Option<R> {
+    STRETCH.try_with(|slot| slot.try_borrow_mut().ok().map(|mut slot| f(&mut slot))).ok().flatten()
+}
+
+/// The stretch in [`STRETCH`] is at home, aimed at its ring's next slots.
+pub(crate) fn home_again() {
+    let at = with_stretch(|slot| slot.as_ref().map(|stretch| (stretch.ptr(), stretch.cap()))).flatten();
+    HOME.set(at.unwrap_or((std::ptr::null_mut(), 0)));
+}
+
+/// The stretch's spans were taken by its ring: no line holds it now, and
+/// it is not at home until aimed again ([`home_again`]).
+pub(crate) fn spent() {
+    OUT.set(false);
+}
+
+/// The line that held the stretch at `at` (`cap` slots) is done with it.
+fn back_home(at: *mut RawSpan, cap: usize) {
+    HOME.set((at, cap));
+    OUT.set(false);
 }
 
 /// Whether a line holds the thread's stretch.
 pub(crate) fn is_out() -> bool {
-    HELD.get() && HOME.get().0.is_null()
+    OUT.get()
 }
 
-/// Takes the thread's stretch, at home or not, for good: its spans taken
-/// by the ring, or it is to go.
+/// Takes the thread's stretch, whatever its state, for good.
 pub(crate) fn take_stretch() -> Option<Stretch> {
     HOME.set((std::ptr::null_mut(), 0));
-    HELD.set(false);
-    STRETCH.try_with(|slot| slot.take()).ok().flatten()
+    OUT.set(false);
+    with_stretch(Option::take).flatten()
 }
 
 /// Where the thread's stretch is while at home (null: it is not).
@@ -178,6 +192,7 @@ impl LineSpans {
             if let Some(ptr) = NonNull::new(at).filter(|_| lend) {
                 HOME.set((std::ptr::null_mut(), 0));
                 if recording() {
+                    OUT.set(true);
                     (self.ptr, self.cap) = (ptr, cap | LENT);
                     return;
                 }
@@ -228,7 +243,7 @@ impl LineSpans {
             std::ptr::copy_nonoverlapping(ptr, buffer.as_mut_ptr(), len);
             buffer.set_len(len);
         }
-        HOME.set((ptr, this.capacity()));
+        back_home(ptr, this.capacity());
         buffer
     }
 
@@ -267,7 +282,7 @@ impl LineSpans {
         // SAFETY: the spans were written by this line, which no longer
         // counts them (its length is 0), so they are dropped once.
         unsafe { std::ptr::drop_in_place(spans) };
-        HOME.set((self.ptr.as_ptr(), self.capacity()));
+        back_home(self.ptr.as_ptr(), self.capacity());
     }
 }
 

@@ -304,20 +304,23 @@ impl Ring {
     /// Lends its thread the stretch of slots its next spans go to, if it
     /// has none out, is full (its size fixed) and has [`STRETCH`] slots
     /// before it wraps; the held traces there must have gone first
-    /// ([`Ring::reused_from`]). `spare`: the memory a stretch it lent
-    /// before held, handed back, so that lending takes no count of the
-    /// memory's users when it is this ring's.
-    pub(crate) fn lend(&mut self, spare: Option<Arc<Slots>>) -> Option<Stretch> {
-        if !self.lendable() || self.oldest < self.reused_from(STRETCH) {
-            return None;
+    /// ([`Ring::reused_from`]). `slot`: the thread's stretch, aimed at
+    /// these slots where it lies if it is of this ring's memory (no count of
+    /// the memory's users taken), replaced otherwise. Whether it lent.
+    pub(crate) fn lend(&mut self, slot: &mut Option<Stretch>) -> bool {
+        let Some(memory) = self.memory.as_ref().filter(|_| self.lendable()) else { return false };
+        if self.oldest < self.reused_from(STRETCH) {
+            return false;
         }
-        let memory = self.memory.as_ref()?;
-        let memory = match spare {
-            Some(spare) if Arc::ptr_eq(&spare, memory) => spare,
-            _ => memory.clone(),
-        };
-        self.lent = Some(self.next);
-        Some(Stretch { memory, first: self.next, at: self.cursor, cap: STRETCH })
+        let (first, at, cap) = (self.next, self.cursor, STRETCH);
+        match slot {
+            Some(stretch) if Arc::ptr_eq(&stretch.memory, memory) => {
+                (stretch.first, stretch.at, stretch.cap) = (first, at, cap);
+            }
+            _ => *slot = Some(Stretch { memory: memory.clone(), first, at, cap }),
+        }
+        self.lent = Some(first);
+        true
     }
 
     /// Whether it could lend a stretch ([`Ring::lend`]) once the traces
@@ -348,14 +351,13 @@ impl Ring {
         self.lent = None;
     }
 
-    /// Takes the `entries` spans written in the stretch it lent
-    /// ([`Ring::lent_here`]) where they lie: numbered from [`Ring::next`].
-    /// Returns the memory, for the next stretch ([`Ring::lend`]).
-    pub(crate) fn take_written(&mut self, stretch: Stretch, entries: usize) -> Arc<Slots> {
-        debug_assert!(self.lent_here(&stretch) && entries <= stretch.cap);
+    /// Takes the `entries` spans written in the stretch it lent (which
+    /// [`Ring::lent_here`] said) where they lie: numbered from
+    /// [`Ring::next`].
+    pub(crate) fn take_written(&mut self, entries: usize) {
+        debug_assert!(self.lent == Some(self.next) && entries <= STRETCH);
         self.lent = None;
-        self.advance(entries.min(stretch.cap));
-        stretch.memory
+        self.advance(entries.min(STRETCH));
     }
 
     /// The slots of `entries` spans from number `first`, as one or two
