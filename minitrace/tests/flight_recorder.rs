@@ -455,6 +455,8 @@ fn requests_written_where_they_are_kept_come_back_as_recorded() {
                     let _step = LocalSpan::enter_with_local_parent("inside step");
                 }
             }
+            // Closed innermost first, as scopes close them.
+            while open.pop().is_some() {}
         }
         expected.push((context.trace_id, shape));
         if number % 300 == 299 {
@@ -496,6 +498,28 @@ fn check_shapes(expected: &[(TraceId, Shape)], seed: u64) -> usize {
             })
             .collect();
         assert_eq!(&got, shapes[&trace.trace_id], "seed {seed}: trace {:?}", trace.trace_id);
+        // Every span's times inside its parent's, every event's inside its span's.
+        let by_id: std::collections::HashMap<_, _> =
+            trace.spans.iter().map(|span| (span.span_id, span)).collect();
+        let end = |span: &SpanRecord| span.begin_time_unix_ns + span.duration_ns;
+        for span in &trace.spans {
+            if let Some(parent) = by_id.get(&span.parent_id) {
+                assert!(
+                    parent.begin_time_unix_ns <= span.begin_time_unix_ns && end(span) <= end(parent),
+                    "seed {seed}: {} outside its parent {}",
+                    span.name,
+                    parent.name
+                );
+            }
+            for event in &span.events {
+                let at = event.timestamp_unix_ns;
+                assert!(
+                    span.begin_time_unix_ns <= at && at <= end(span),
+                    "seed {seed}: {} outside",
+                    event.name
+                );
+            }
+        }
         checked += 1;
     }
     // What is held is the newest requests, every one of them whole but

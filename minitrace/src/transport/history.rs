@@ -266,9 +266,7 @@ impl History {
             // The traces in the next stretch go now, before its thread writes there.
             let reused_from = self.ring.reused_from(STRETCH);
             while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
-            if line_spans::with_stretch(|slot| self.ring.lend(slot)) == Some(true) {
-                line_spans::home_again();
-            }
+            line_spans::aim_home(|slot| self.ring.lend(slot));
         }
         counted.publish();
     }

@@ -83,21 +83,22 @@ fn thrown(trace: u128, n: u64, owning: bool) -> (SpanState, Vec<RawSpan>) {
         Role::Root,
         Instant::ZERO,
     );
-    let spans = (0..n)
-        .map(|index| {
-            let name = match owning && index == 0 {
-                true => Cow::Owned(format!("owned {trace}")),
-                false => Cow::Borrowed("step"),
-            };
-            let mut span =
-                RawSpan::begin(SpanId(trace as u64 * 100 + index + 1), LINE_PARENT, name, Instant::ZERO);
-            if owning && index == 0 {
-                assert!(span.add_properties(list()).is_none());
-            }
-            span
-        })
-        .collect();
+    let spans = (0..n).map(|index| step(trace as u64 * 100 + index + 1, owning && index == 0)).collect();
     (root, spans)
+}
+
+/// A local span numbered `id`; if `owning`, with an owned name and
+/// properties.
+fn step(id: u64, owning: bool) -> RawSpan {
+    let name = match owning {
+        true => Cow::Owned(format!("owned {id}")),
+        false => Cow::Borrowed("step"),
+    };
+    let mut span = RawSpan::begin(SpanId(id), LINE_PARENT, name, Instant::ZERO);
+    if owning {
+        assert!(span.add_properties(list()).is_none());
+    }
+    span
 }
 
 /// The traces a history holds, oldest first: each root's trace, and its
@@ -304,16 +305,8 @@ fn record(line: &mut LineSpans, ids: std::ops::Range<u64>, owning: bool) {
         if line.len() == line.capacity() {
             line.make_room(true, || true);
         }
-        let name = match owning && id == ids.start {
-            true => Cow::Owned(format!("owned {id}")),
-            false => Cow::Borrowed("step"),
-        };
-        let mut span = RawSpan::begin(SpanId(id), LINE_PARENT, name, Instant::ZERO);
-        if owning && id == ids.start {
-            assert!(span.add_properties(list()).is_none());
-        }
         // SAFETY: room was made above.
-        unsafe { line.push_unchecked(span) };
+        unsafe { line.push_unchecked(step(id, owning && id == ids.start)) };
     }
 }
 

@@ -38,14 +38,20 @@ pub(crate) fn with_stretch<R>(f: impl FnOnce(&mut Option<Stretch>) -> R) -> Opti
     STRETCH.try_with(|slot| slot.try_borrow_mut().ok().map(|mut slot| f(&mut slot))).ok().flatten()
 }
 
-/// The stretch in [`STRETCH`] is at home, aimed at its ring's next slots.
-pub(crate) fn home_again() {
-    let at = with_stretch(|slot| slot.as_ref().map(|stretch| (stretch.ptr(), stretch.cap()))).flatten();
-    HOME.set(at.unwrap_or((std::ptr::null_mut(), 0)));
+/// Lets `aim` aim the thread's stretch (or make one) at its ring's next
+/// slots, in one borrow of it; if it did, the stretch is at home there.
+pub(crate) fn aim_home(aim: impl FnOnce(&mut Option<Stretch>) -> bool) {
+    let at = with_stretch(|slot| match aim(slot) {
+        true => slot.as_ref().map(|stretch| (stretch.ptr(), stretch.cap())),
+        false => None,
+    });
+    if let Some(at) = at.flatten() {
+        HOME.set(at);
+    }
 }
 
 /// The stretch's spans were taken by its ring: no line holds it now, and
-/// it is not at home until aimed again ([`home_again`]).
+/// it is not at home until aimed again ([`aim_home`]).
 pub(crate) fn spent() {
     OUT.set(false);
 }
@@ -188,8 +194,9 @@ impl LineSpans {
     #[cold]
     pub(crate) fn make_room(&mut self, lend: bool, recording: impl FnOnce() -> bool) {
         if self.cap == 0 {
-            let (at, cap) = HOME.get();
-            if let Some(ptr) = NonNull::new(at).filter(|_| lend) {
+            // Only a root's line reads where the stretch is.
+            let (at, cap) = if lend { HOME.get() } else { (std::ptr::null_mut(), 0) };
+            if let Some(ptr) = NonNull::new(at) {
                 HOME.set((std::ptr::null_mut(), 0));
                 if recording() {
                     OUT.set(true);
@@ -247,16 +254,11 @@ impl LineSpans {
         buffer
     }
 
-    /// Hands its spans to the ring that lent the stretch they are in:
-    /// how many, or `None` (left as it is) if they are not in it. Left
-    /// empty.
-    pub(crate) fn give_to_ring(&mut self) -> Option<usize> {
-        if !self.is_lent() {
-            return None;
-        }
-        let len = std::mem::replace(&mut self.len, 0);
-        (self.ptr, self.cap) = (NonNull::dangling(), 0);
-        Some(len)
+    /// Its spans in the stretch are its ring's now (the ring took them
+    /// where they lie): forgotten here, left empty.
+    pub(crate) fn give_to_ring(&mut self) {
+        debug_assert!(self.is_lent());
+        (self.ptr, self.len, self.cap) = (NonNull::dangling(), 0, 0);
     }
 
     /// Gives the memory back for the thread's next line, and the spans'

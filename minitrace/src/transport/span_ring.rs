@@ -78,13 +78,12 @@ impl Drop for Slots {
 }
 
 /// The stretch of a ring's slots lent to its thread for the spans it
-/// records next (see the module's docs): `cap` slots from slot `at`, the
-/// first numbered `first`.
+/// records next (see the module's docs): [`STRETCH`] slots from slot
+/// `at`, the first numbered `first`.
 pub(crate) struct Stretch {
     memory: Arc<Slots>,
     first: u64,
     at: usize,
-    cap: usize,
 }
 
 impl Stretch {
@@ -95,13 +94,13 @@ impl Stretch {
 
     /// How many slots it has.
     pub(crate) fn cap(&self) -> usize {
-        self.cap
+        STRETCH
     }
 }
 
 impl std::fmt::Debug for Stretch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stretch").field("first", &self.first).field("cap", &self.cap).finish()
+        f.debug_struct("Stretch").field("first", &self.first).field("at", &self.at).finish()
     }
 }
 
@@ -312,12 +311,12 @@ impl Ring {
         if self.oldest < self.reused_from(STRETCH) {
             return false;
         }
-        let (first, at, cap) = (self.next, self.cursor, STRETCH);
+        let (first, at) = (self.next, self.cursor);
         match slot {
             Some(stretch) if Arc::ptr_eq(&stretch.memory, memory) => {
-                (stretch.first, stretch.at, stretch.cap) = (first, at, cap);
+                (stretch.first, stretch.at) = (first, at);
             }
-            _ => *slot = Some(Stretch { memory: memory.clone(), first, at, cap }),
+            _ => *slot = Some(Stretch { memory: memory.clone(), first, at }),
         }
         self.lent = Some(first);
         true
