@@ -531,17 +531,10 @@ fn check_shapes(expected: &[(TraceId, Shape)], seed: u64) -> usize {
     checked
 }
 
-/// A thread whose requests' roots sometimes end on another thread keeps
-/// its newest requests. Known defect, left for the next change: the
-/// thread's ring of spans grows to nearly all of its memory while only
-/// its own thrown-away requests come; then the parts of the others come
-/// back from the collector, and making room for them lets every
-/// thrown-away request go (oldest first) without freeing a byte, as the
-/// ring keeps its size. Run with `--ignored` to see it fail.
-#[test]
-#[ignore = "known defect: a full ring's requests all go to make room for returned parts"]
-fn a_thread_whose_roots_sometimes_end_elsewhere_keeps_its_newest_requests() {
-    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));
+/// Runs `requests` requests on this thread, each a root and a local span
+/// in it; those `elsewhere` picks have their root ended on another thread.
+/// Returns their trace ids.
+fn requests_ending_here_or_elsewhere(requests: usize, elsewhere: impl Fn(usize) -> bool) -> Vec<TraceId> {
     let (moved, ending) = std::sync::mpsc::channel::<(Span, std::sync::mpsc::Sender<()>)>();
     let ender = std::thread::spawn(move || {
         for (root, ended) in ending {
@@ -549,7 +542,7 @@ fn a_thread_whose_roots_sometimes_end_elsewhere_keeps_its_newest_requests() {
             ended.send(()).unwrap();
         }
     });
-    let ids: Vec<TraceId> = (0..20_000)
+    let ids = (0..requests)
         .map(|number| {
             let context = SpanContext::random();
             let root = Span::root("request", context);
@@ -557,7 +550,7 @@ fn a_thread_whose_roots_sometimes_end_elsewhere_keeps_its_newest_requests() {
                 let _guard = root.set_local_parent();
                 let _step = LocalSpan::enter_with_local_parent("step");
             }
-            if number % 5 == 0 {
+            if elsewhere(number) {
                 let (ended, wait) = std::sync::mpsc::channel();
                 moved.send((root, ended)).unwrap();
                 wait.recv().unwrap();
@@ -568,7 +561,52 @@ fn a_thread_whose_roots_sometimes_end_elsewhere_keeps_its_newest_requests() {
     drop(moved);
     ender.join().unwrap();
     minitrace::flush();
-    let newest = &ids[ids.len() - 100..];
-    let held = held(newest);
-    assert_eq!(held.len(), newest.len(), "{} of the newest 100 held", held.len());
+    ids
+}
+
+/// The requests that ended on this thread held, from the oldest of them
+/// on: each held whole, as is every request after it. Returns how many.
+fn newest_held_whole(ids: &[TraceId], here: impl Fn(usize) -> bool) -> usize {
+    let held = held(ids);
+    // The other thread holds every root it ended: the oldest is found
+    // among the requests that ended here.
+    let oldest = (0..ids.len())
+        .find(|&number| here(number) && held.iter().any(|trace| trace.trace_id == ids[number]))
+        .expect("some held");
+    let whole = |id: &TraceId| held.iter().any(|trace| trace.trace_id == *id && trace.complete);
+    assert!(ids[oldest + 1..].iter().all(whole), "every request since the oldest held is held whole");
+    ids.len() - oldest
+}
+
+/// A thread whose requests' roots sometimes end on another thread keeps
+/// its newest requests: its ring of spans fills its memory while only its
+/// own thrown-away requests come, then the parts of the others come back
+/// from the collector and need room. The ring stops growing where the
+/// history is full, parts and all, and gives back the slots of requests
+/// that went early, rather than letting every thrown-away request go
+/// without freeing a byte (which held 20 of the newest 100).
+#[test]
+fn a_thread_whose_roots_sometimes_end_elsewhere_keeps_its_newest_requests() {
+    let (_one, _) = exclusive(FlightRecorder::new().bytes_per_thread(1 << 20));
+    let ids = requests_ending_here_or_elsewhere(20_000, |number| number % 5 == 0);
+    let held = newest_held_whole(&ids, |number| number % 5 != 0);
+    assert!(held >= 750, "{held} held");
+}
+
+/// A thread whose first requests all had their roots end on another
+/// thread, then none, fills its memory with its newest requests again:
+/// the ring its history fixed small, next to the parts filed back, grows
+/// back once those parts go.
+#[test]
+fn a_thread_whose_roots_stop_ending_elsewhere_fills_its_memory_again() {
+    let recorder = || FlightRecorder::new().bytes_per_thread(1 << 20);
+    let (_one, _) = exclusive(recorder());
+    let ids = requests_ending_here_or_elsewhere(30_000, |_| false);
+    let alone = newest_held_whole(&ids, |_| true);
+    FlightRecorder::disable();
+    minitrace::flush();
+    recorder().enable();
+    let ids = requests_ending_here_or_elsewhere(30_000, |number| number < 5_000);
+    let held = newest_held_whole(&ids, |number| number >= 5_000);
+    assert!(held * 8 >= alone * 7, "{held} held, {alone} with none ended elsewhere");
 }

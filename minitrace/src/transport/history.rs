@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::data::batch::{Batch, Role};
 use crate::data::raw_span::RawSpan;
-use crate::data::record::PropertyList;
-use crate::data::span_state::{Extra, SpanState};
+use crate::data::span_state::SpanState;
 use crate::data::target::{Target, Targets};
 use crate::transport::line_spans::{self, LineSpans};
 use crate::transport::message::{EndedSpan, Message, Parts};
+pub(crate) use crate::transport::released::Released;
 use crate::transport::span_ring::{Ring, Stretch, STRETCH};
-use crate::transport::{property_lists, span_buffers, stats};
+use crate::transport::stats;
 
 use minstant::Instant;
 
@@ -39,16 +39,18 @@ pub(crate) fn set_limit(bytes: usize) {
     LIMIT.store(bytes, Ordering::Relaxed);
 }
 
-/// A part of a trace kept in a history, and the bytes it holds.
+/// A part of a trace kept in a history, the bytes it holds, and when
+/// the last of its spans ended.
 pub(crate) struct Kept {
     pub(crate) message: Message,
     pub(crate) bytes: usize,
+    end: Instant,
 }
 
 impl Kept {
     pub(crate) fn new(message: Message) -> Kept {
-        let bytes = message_bytes(&message);
-        Kept { message, bytes }
+        let (bytes, end) = measure(&message);
+        Kept { message, bytes, end }
     }
 
     /// A root's span, if this part is one.
@@ -60,26 +62,24 @@ impl Kept {
     }
 }
 
-/// One thread's kept parts, oldest first: parts as they travelled
-/// ([`Kept`]), and the traces this thread threw away itself ([`Thrown`]),
-/// whose local spans are moved into the history's ring of spans. The ring
+/// One thread's kept parts: parts as they travelled ([`Kept`]), and the
+/// traces this thread threw away itself ([`Thrown`]), whose local spans
+/// are moved into the history's ring of spans. Each kind is held in the
+/// order it came, and the older of the two oldest goes first. The ring
 /// is written in order and overwritten in place: the thread's span buffer
 /// goes straight back to its next request, still in cache, and the ring's
 /// memory is only ever written in sequence (PERFORMANCE.md, "The flight
 /// recorder").
 #[derive(Default)]
 pub(crate) struct History {
-    entries: VecDeque<Entry>,
+    /// The parts filed back, about in the order they ended (a harvest's
+    /// worth at a time).
+    kept: VecDeque<Kept>,
+    /// The traces thrown away here, in the order their roots ended, their
+    /// spans in that order in `ring`.
+    thrown: VecDeque<Thrown>,
     ring: Ring,
     bytes: usize,
-    /// Of `bytes`, the [`Kept`] parts': they come in bursts (a harvest's
-    /// worth at once), and do not size the ring.
-    kept_bytes: usize,
-}
-
-enum Entry {
-    Kept(Kept),
-    Thrown(Thrown),
 }
 
 /// A trace thrown away on the thread that started it: its root, ended,
@@ -120,6 +120,20 @@ pub(crate) enum Waiting {
     },
 }
 
+impl Waiting {
+    /// Lets it go into `released` (the recorder was switched off while it
+    /// waited).
+    pub(crate) fn release(self, released: &mut Released) {
+        match self {
+            Waiting::Kept(kept) => released.release(kept.message),
+            Waiting::Thrown { spans, mut root, .. } => {
+                released.buffers.push(spans);
+                released.extras.extend(root.take_extra());
+            }
+        }
+    }
+}
+
 /// A part a history holds, as its readers see it.
 pub(crate) enum Held<'a> {
     Kept(&'a Kept),
@@ -139,7 +153,7 @@ impl Held<'_> {
 
 impl History {
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.kept.is_empty() && self.thrown.is_empty()
     }
 
     /// The bytes it holds.
@@ -147,12 +161,10 @@ impl History {
         self.bytes
     }
 
-    /// Every part, oldest first.
+    /// Every part: the parts filed back, then the thrown-away traces.
     pub(crate) fn parts(&self) -> impl Iterator<Item = Held<'_>> {
-        self.entries.iter().map(|entry| match entry {
-            Entry::Kept(kept) => Held::Kept(kept),
-            Entry::Thrown(thrown) => Held::Thrown(thrown, self.ring.runs(thrown.first, thrown.entries)),
-        })
+        let thrown = |thrown| Held::Thrown(thrown, self.ring.runs(thrown.first, thrown.entries));
+        self.kept.iter().map(Held::Kept).chain(self.thrown.iter().map(thrown))
     }
 
     /// Keeps `entries`; what made room for them (the oldest parts) is let
@@ -167,8 +179,7 @@ impl History {
     ) {
         for entry in entries {
             self.bytes += entry.bytes;
-            self.kept_bytes += entry.bytes;
-            self.entries.push_back(Entry::Kept(entry));
+            self.kept.push_back(entry);
         }
         let mut counted = Counted::default();
         self.make_room(limit, released, &mut counted);
@@ -192,11 +203,13 @@ impl History {
         released: &mut Released,
         here: bool,
     ) {
-        if limit > self.ring.limit() {
+        // A ring fixed where it was, an eighth of the bound now free beside
+        // it (the parts it shared the bound with went), fills again.
+        if limit > self.ring.limit() || (self.bytes + limit / 8 < limit && self.ring.is_full()) {
             self.ring_takes_limit(limit);
         }
         let entries = spans.len();
-        let entry = std::mem::size_of::<Entry>();
+        let entry = std::mem::size_of::<Thrown>();
         let lent_here = |slot: &mut Option<Stretch>| slot.as_ref().is_some_and(|it| self.ring.lent_here(it));
         let in_place = spans.is_lent() && line_spans::with_stretch(lent_here) == Some(true);
         if !in_place {
@@ -206,8 +219,7 @@ impl History {
                 *spans = LineSpans::from(spans.take_vec());
                 drop(line_spans::take_stretch());
             }
-            let over =
-                self.bytes - self.kept_bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
+            let over = self.bytes + entries * std::mem::size_of::<RawSpan>() + entry > limit;
             // The ring's next slots, lent, are taken back from home; while
             // a line writes there, they are not written.
             let free = !self.ring.is_lent() || (here && self.take_back_home());
@@ -227,12 +239,11 @@ impl History {
         // landed and the loads need not wait for them (PERFORMANCE.md,
         // "Building values where they live").
         let first = self.ring.next();
-        let thrown = Entry::Thrown(Thrown { root, end, first, entries, count, bytes, owning });
+        let thrown = Thrown { root, end, first, entries, count, bytes, owning };
         let mut counted = Counted::default();
         // The oldest traces in the slots about to be overwritten go first
         // (those of a stretch went when it was lent).
-        let reused_from = self.ring.reused_from(entries);
-        while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
+        self.free_slots(entries, released, &mut counted);
         let grown = match in_place {
             true => {
                 debug_assert!(
@@ -253,22 +264,39 @@ impl History {
         };
         // Never `None` (`fit` said they fit, and no stretch is lent); if it
         // were, no entry would be held for spans not written.
-        let (Some(grown), Entry::Thrown(_)) = (grown, &thrown) else {
-            if let Entry::Thrown(thrown) = thrown {
-                self.keep_as_parts(spans.take_vec(), count, thrown.root, end, limit, released);
-            }
+        let Some(grown) = grown else {
+            self.keep_as_parts(spans.take_vec(), count, thrown.root, end, limit, released);
             return counted.publish();
         };
         self.bytes += bytes + grown;
-        self.entries.push_back(thrown);
+        self.thrown.push_back(thrown);
         self.make_room(limit, released, &mut counted);
         if here && self.ring.lendable() && !line_spans::is_out() {
             // The traces in the next stretch go now, before its thread writes there.
-            let reused_from = self.ring.reused_from(STRETCH);
-            while self.ring.oldest() < reused_from && self.let_oldest_go(released, &mut counted) {}
+            self.free_slots(STRETCH, released, &mut counted);
             line_spans::aim_home(|slot| self.ring.lend(slot));
         }
         counted.publish();
+    }
+
+    /// [`History::keep_thrown`] on the history's thread, then what waited
+    /// ([`History::absorb`]). This trace first: its spans may lie in the
+    /// stretch, which the traces that waited (copied in) cannot be written
+    /// past while it is out; they would be kept as parts.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn keep_thrown_here(
+        &mut self,
+        waiting: &mut Vec<Waiting>,
+        spans: &mut LineSpans,
+        count: usize,
+        root: SpanState,
+        end: Instant,
+        limit: usize,
+        released: &mut Released,
+    ) {
+        self.keep_thrown(spans, count, root, end, limit, released, true);
+        self.absorb(waiting, limit, released, true);
     }
 
     /// [`History::keep_thrown`] for a trace the ring cannot take: its
@@ -307,18 +335,18 @@ impl History {
         !self.ring.is_lent()
     }
 
-    /// A ring not made yet, or a limit raised: the ring takes the slots the
-    /// limit allows, its traces renumbered with their spans (see
-    /// [`Ring::take_limit`]).
+    /// A ring not made yet, a limit raised, or a ring to fill again (its
+    /// spare slots given back, or its history grown short of the limit):
+    /// the ring takes the slots the limit allows, its traces renumbered
+    /// with their spans (see [`Ring::take_limit`]). Its held spans fit:
+    /// every caller holds less than `limit`, or raises it.
     #[cold]
     fn ring_takes_limit(&mut self, limit: usize) {
         let before = self.ring.bytes();
         let base = self.ring.take_limit(limit);
         self.bytes = self.bytes - before + self.ring.bytes();
-        for entry in &mut self.entries {
-            if let Entry::Thrown(thrown) = entry {
-                thrown.first -= base;
-            }
+        for thrown in &mut self.thrown {
+            thrown.first -= base;
         }
     }
 
@@ -363,117 +391,115 @@ impl History {
 
     /// Lets the oldest parts go until it holds at most `limit` bytes; if
     /// only the ring's slots are left and still too many (the limit was
-    /// lowered), the ring goes too.
+    /// lowered), the ring goes too. A ring whose spare slots (of traces
+    /// that went before their turn: parts filed back took their room) pass
+    /// an eighth of the limit gives them back.
     fn make_room(&mut self, limit: usize, released: &mut Released, counted: &mut Counted) {
         while self.bytes > limit {
-            if !self.let_oldest_go(released, counted) {
+            if limit > 0 && self.ring.spare_bytes() > limit / 8 {
+                self.ring_gives_back(limit, released, counted);
+            } else if !self.let_oldest_go(released, counted) {
                 self.bytes -= std::mem::take(&mut self.ring).bytes();
                 break;
             }
         }
     }
 
-    /// Lets the oldest part go; `false` if there is none.
+    /// The ring gives its spare slots back: the oldest parts go until what
+    /// is left, the ring's held spans in memory of their size, fits an
+    /// eighth under `limit` (room for the next parts filed back), and the
+    /// ring moves there, to fill again from its newest spans. Each time
+    /// costs a copy of the held spans, and comes after an eighth of the
+    /// limit's worth of traces went early.
+    #[cold]
+    fn ring_gives_back(&mut self, limit: usize, released: &mut Released, counted: &mut Counted) {
+        while self.bytes - self.ring.spare_bytes() > limit - limit / 8
+            && self.let_oldest_go(released, counted)
+        {}
+        self.ring_takes_limit(limit);
+    }
+
+    /// Lets every part go, counted as overwritten (its thread's history
+    /// made room for younger ones).
+    pub(crate) fn let_all_go(&mut self, released: &mut Released) {
+        let mut counted = Counted::default();
+        self.make_room(0, released, &mut counted);
+        counted.publish();
+    }
+
+    /// Lets the oldest part go, of the parts filed back and the traces
+    /// thrown away (the one whose spans ended first); `false` if there is
+    /// none.
     fn let_oldest_go(&mut self, released: &mut Released, counted: &mut Counted) -> bool {
+        match self.kept_is_older() || self.thrown.is_empty() {
+            true => self.let_kept_go(released, counted),
+            false => self.let_thrown_go(released, counted),
+        }
+    }
+
+    /// Lets go the traces in the ring's next `entries` slots, and before
+    /// each any part filed back that ended earlier: oldest first, the ring
+    /// then growing into their room (see `keep_thrown`).
+    fn free_slots(&mut self, entries: usize, released: &mut Released, counted: &mut Counted) {
+        let reused_from = self.ring.reused_from(entries);
+        while self.ring.oldest() < reused_from {
+            let gone = match self.kept_is_older() {
+                true => self.let_kept_go(released, counted),
+                false => self.let_thrown_go(released, counted),
+            };
+            if !gone {
+                break;
+            }
+        }
+    }
+
+    /// Whether the oldest part filed back ended before the oldest trace
+    /// thrown away.
+    fn kept_is_older(&self) -> bool {
+        match (self.kept.front(), self.thrown.front()) {
+            (Some(kept), Some(thrown)) => kept.end < thrown.end,
+            _ => false,
+        }
+    }
+
+    /// Lets the oldest trace thrown away go; `false` if there is none.
+    fn let_thrown_go(&mut self, released: &mut Released, counted: &mut Counted) -> bool {
+        let Some(mut gone) = self.thrown.pop_front() else { return false };
+        self.bytes -= gone.bytes;
+        counted.parts += 1 + u64::from(gone.entries > 0);
+        counted.spans += (gone.count + gone.root.target_count()) as u64;
+        released.extras.extend(gone.root.take_extra());
+        self.ring.let_go(gone.first + gone.entries as u64);
+        if gone.owning {
+            self.ring.empty(gone.first, gone.entries, |span| released.lists.extend(span.properties));
+        }
+        true
+    }
+
+    /// Lets the oldest part filed back go; `false` if there is none.
+    fn let_kept_go(&mut self, released: &mut Released, counted: &mut Counted) -> bool {
         // A root kept right after its trace's local spans goes with them:
         // held alone, it would stand for a whole trace.
-        let root_goes_too = match self.entries.front() {
-            Some(Entry::Kept(Kept {
-                message: Message::Parts(Parts { targets: Targets::One(target), .. }),
-                ..
-            })) => match self.entries.get(1) {
-                Some(Entry::Kept(next)) => {
-                    next.root().is_some_and(|root| root.state.trace_id() == target.trace_id())
-                }
-                _ => false,
-            },
+        let root_goes_too = match self.kept.front() {
+            Some(Kept { message: Message::Parts(Parts { targets: Targets::One(target), .. }), .. }) => self
+                .kept
+                .get(1)
+                .and_then(Kept::root)
+                .is_some_and(|root| root.state.trace_id() == target.trace_id()),
             Some(_) => false,
             None => return false,
         };
         // Popped straight into `release`, one at a time: not moved through
         // an iterator first.
         for _ in 0..1 + usize::from(root_goes_too) {
-            match self.entries.pop_front() {
-                Some(Entry::Kept(gone)) => {
-                    self.bytes -= gone.bytes;
-                    self.kept_bytes -= gone.bytes;
-                    counted.parts += 1;
-                    counted.spans += gone.message.span_count() as u64;
-                    released.release(gone);
-                }
-                Some(Entry::Thrown(mut gone)) => {
-                    self.bytes -= gone.bytes;
-                    counted.parts += 1 + u64::from(gone.entries > 0);
-                    counted.spans += (gone.count + gone.root.target_count()) as u64;
-                    released.extras.extend(gone.root.take_extra());
-                    self.ring.let_go(gone.first + gone.entries as u64);
-                    if gone.owning {
-                        self.ring
-                            .empty(gone.first, gone.entries, |span| released.lists.extend(span.properties));
-                    }
-                }
-                None => break,
+            if let Some(gone) = self.kept.pop_front() {
+                self.bytes -= gone.bytes;
+                counted.parts += 1;
+                counted.spans += gone.message.span_count() as u64;
+                released.release(gone.message);
             }
         }
         true
-    }
-}
-
-/// The histories of threads that exited, kept whole (ring and all: moved,
-/// not converted) until they take more than their bound, oldest thread
-/// first. Requests find their traces here as in a live thread's history.
-#[derive(Default)]
-pub(crate) struct Exited {
-    histories: VecDeque<(u32, History)>,
-    bytes: usize,
-}
-
-impl Exited {
-    /// Each exited thread's number and history, oldest first.
-    pub(crate) fn histories(&self) -> impl Iterator<Item = (u32, &History)> {
-        self.histories.iter().map(|(thread, history)| (*thread, history))
-    }
-
-    /// Takes `history`, the memory of the thread numbered `thread`, which
-    /// exited; left empty there.
-    pub(crate) fn take(&mut self, thread: u32, history: &mut History) {
-        if !history.is_empty() {
-            self.bytes += history.bytes;
-            self.histories.push_back((thread, std::mem::take(history)));
-        }
-    }
-
-    /// Keeps parts filed from the thread numbered `thread` after it exited,
-    /// with its history if that is still here.
-    pub(crate) fn keep(&mut self, thread: u32, parts: Vec<Kept>, limit: usize, released: &mut Released) {
-        let at = self.histories.iter().rposition(|(of, _)| *of == thread);
-        let history = match at {
-            Some(at) => &mut self.histories[at].1,
-            None => {
-                self.histories.push_back((thread, History::default()));
-                &mut self.histories.back_mut().expect("just pushed").1
-            }
-        };
-        self.bytes -= history.bytes;
-        history.keep(parts, limit, released);
-        self.bytes += history.bytes;
-    }
-
-    /// Lets the oldest threads' histories go until it holds at most
-    /// `limit` bytes; each goes whole, counted as overwritten.
-    pub(crate) fn make_room(&mut self, limit: usize, released: &mut Released) {
-        while self.bytes > limit {
-            let Some((_, mut gone)) = self.histories.pop_front() else { break };
-            self.bytes -= gone.bytes;
-            let mut counted = Counted::default();
-            gone.make_room(0, released, &mut counted);
-            counted.publish();
-        }
-    }
-
-    /// Forgets every history (the recorder was switched off).
-    pub(crate) fn forget(&mut self) {
-        (self.histories, self.bytes) = (VecDeque::new(), 0);
     }
 }
 
@@ -497,100 +523,22 @@ pub(crate) fn overwritten() -> (u64, u64) {
     stats::overwritten()
 }
 
-/// What parts let go still hold that serves again: span buffers (their
-/// spans' property lists in them), and roots' boxes of rare fields (their
-/// lists in them). Moved here in a word a part, where a part is ~100 bytes;
-/// taken apart and recycled outside the handover's write, which stays a
-/// few moves long.
-#[derive(Default)]
-pub(crate) struct Released {
-    buffers: Vec<Vec<RawSpan>>,
-    // The boxes themselves are what is recycled: the allocations.
-    #[allow(clippy::vec_box)]
-    extras: Vec<Box<Extra>>,
-    /// The property lists of spans let go from a ring.
-    lists: Vec<PropertyList>,
-}
-
-impl Released {
-    /// Lets a part go: what serves again is kept here, the rest dropped
-    /// where it is.
-    pub(crate) fn release(&mut self, kept: Kept) {
-        match kept.message {
-            Message::Parts(Parts { batch: Batch::Local { spans, .. }, .. }) => self.buffers.push(spans),
-            Message::Ended(EndedSpan { mut state, .. }) => self.extras.extend(state.take_extra()),
-            Message::Parts(_) => {}
-        }
-    }
-
-    /// Lets go what waited to join a history (the recorder was switched
-    /// off meanwhile).
-    pub(crate) fn release_waiting(&mut self, waiting: Waiting) {
-        match waiting {
-            Waiting::Kept(kept) => self.release(kept),
-            Waiting::Thrown { spans, mut root, .. } => {
-                self.buffers.push(spans);
-                self.extras.extend(root.take_extra());
-            }
-        }
-    }
-
-    /// Recycles on this thread: the buffers serve its next lines, the lists
-    /// and boxes its next properties. Left empty, its capacity kept for
-    /// next time. Inlined with its test for nothing to recycle (most
-    /// calls).
-    #[inline]
-    pub(crate) fn recycle_here(&mut self) {
-        if !(self.buffers.is_empty() && self.extras.is_empty() && self.lists.is_empty()) {
-            self.recycle_all_here();
-        }
-    }
-
-    /// [`Released::recycle_here`] once something is to be recycled.
-    fn recycle_all_here(&mut self) {
-        for spans in self.buffers.drain(..) {
-            span_buffers::give_back_locally(spans);
-        }
-        for extra in self.extras.drain(..) {
-            // The box goes to this thread's spares as it is emptied.
-            if let (_, Some(list), _) = extra.into_parts() {
-                property_lists::give_back_locally(list);
-            }
-        }
-        for list in self.lists.drain(..) {
-            property_lists::give_back_locally(list);
-        }
-    }
-
-    /// Recycles from the collector's thread: to the shared pools.
-    pub(crate) fn recycle_anywhere(mut self) {
-        span_buffers::recycle(&mut self.buffers);
-        let mut lists: Vec<property_lists::Pooled> = self
-            .extras
-            .drain(..)
-            .filter_map(|extra| extra.into_parts().1)
-            .chain(self.lists.drain(..))
-            .map(property_lists::Pooled::new)
-            .collect();
-        property_lists::recycle(&mut lists);
-    }
-}
-
-/// Every byte a message holds: itself, its spans, and what they own.
-fn message_bytes(message: &Message) -> usize {
-    let span = std::mem::size_of::<RawSpan>();
-    std::mem::size_of::<Kept>()
-        + match message {
-            Message::Ended(EndedSpan { state, .. }) => state.heap_bytes(),
-            Message::Parts(parts) => match &parts.batch {
-                Batch::Local { spans, .. } => {
-                    spans.capacity() * span + spans.iter().map(RawSpan::heap_bytes).sum::<usize>()
-                }
-                Batch::Shared { spans, .. } => {
-                    spans.len() * span + spans.iter().map(RawSpan::heap_bytes).sum::<usize>()
-                }
-            },
-        }
+/// Every byte a message holds (itself, its spans, and what they own),
+/// and when the last of its spans ended.
+fn measure(message: &Message) -> (usize, Instant) {
+    let measure_spans = |spans: &[RawSpan], slots: usize| {
+        let owned: usize = spans.iter().map(RawSpan::heap_bytes).sum();
+        let end = spans.iter().map(|span| span.begin.max(span.end)).max().unwrap_or(Instant::ZERO);
+        (slots * std::mem::size_of::<RawSpan>() + owned, end)
+    };
+    let (bytes, end) = match message {
+        Message::Ended(EndedSpan { state, end }) => (state.heap_bytes(), *end),
+        Message::Parts(parts) => match &parts.batch {
+            Batch::Local { spans, .. } => measure_spans(spans, spans.capacity()),
+            Batch::Shared { spans, .. } => measure_spans(spans, spans.len()),
+        },
+    };
+    (std::mem::size_of::<Kept>() + bytes, end)
 }
 
 #[cfg(test)]

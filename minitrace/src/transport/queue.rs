@@ -213,8 +213,7 @@ pub(crate) fn keep_thrown(mut spans: LineSpans, count: usize, root: SpanState, e
         let (evicted, spans) = (&mut queue.evicted, &mut spans);
         queue.thread.handoff.write(hub(), |cells, history| match history {
             Some(history) => {
-                history.absorb(&mut cells.kept, limit, evicted, true);
-                history.keep_thrown(spans, count, root, end, limit, evicted, true);
+                history.keep_thrown_here(&mut cells.kept, spans, count, root, end, limit, evicted)
             }
             None => cells.kept.push(Waiting::Thrown { spans: spans.take_vec(), count, root, end }),
         });

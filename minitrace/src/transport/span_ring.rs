@@ -113,7 +113,8 @@ pub(crate) struct Ring {
     /// Slots written at least once, from the first.
     filled: usize,
     /// The slots it may fill: as many as its limit holds until it first
-    /// wraps, which fixes them (until a higher limit: [`Ring::take_limit`]).
+    /// wraps, which fixes them (until it takes a limit again:
+    /// [`Ring::take_limit`]).
     slots: usize,
     /// The limit its slots were set under (0: not made yet).
     limit: usize,
@@ -153,22 +154,22 @@ impl Ring {
         self.limit
     }
 
-    /// Takes as many slots as `limit` holds: its first limit, or one higher
-    /// than its own, in memory of that size. Before it has wrapped, its
-    /// spans keep their slots and numbers. Once it has, the spans still
-    /// held move to the first slots, in order, renumbered from 0: returns
-    /// by how much their numbers fell, for the history to renumber its
-    /// traces. A stretch it had lent is lent no more.
+    /// Takes as many slots as `limit` holds, and fills them from where its
+    /// held spans end: the spans still held move to the first slots of
+    /// memory of their size, in order, renumbered from 0, and the slots
+    /// of spans let go are given back. Returns by how much their numbers
+    /// fell, for the history to renumber its traces. The spans held must
+    /// fit the slots. A stretch it had lent is lent no more.
     #[cold]
     pub(crate) fn take_limit(&mut self, limit: usize) -> u64 {
         let slots = limit / SLOT;
-        let (base, from, moved) = match self.next == self.filled as u64 {
-            // Never wrapped: every slot stays where it is.
-            true => (0, 0, self.filled),
-            false => {
-                (self.oldest, (self.oldest % self.slots as u64) as usize, (self.next - self.oldest) as usize)
-            }
+        let held = (self.next - self.oldest) as usize;
+        debug_assert!(held <= slots, "held spans would be lost");
+        let (base, from) = match self.slots {
+            0 => (0, 0),
+            old => (self.oldest, (self.oldest % old as u64) as usize),
         };
+        let moved = held;
         let memory = Slots::new(moved.max(STRETCH.min(slots)));
         // Taken out first: the old ring, dropped below, then drops no span.
         if let Some(old) = self.memory.take() {
@@ -195,6 +196,19 @@ impl Ring {
             lent: None,
         };
         base
+    }
+
+    /// Whether it fills all its slots: it wraps, or was fixed where it is.
+    pub(crate) fn is_full(&self) -> bool {
+        self.filled == self.slots
+    }
+
+    /// The bytes of its slots that hold no span of a held trace and are
+    /// not lent: the slots of traces let go before their turn to be
+    /// overwritten came.
+    pub(crate) fn spare_bytes(&self) -> usize {
+        let lent = if self.lent.is_some() { STRETCH } else { 0 };
+        self.filled.saturating_sub((self.next - self.oldest) as usize + lent) * SLOT
     }
 
     /// The number the next span written gets.

@@ -42,7 +42,7 @@ impl Collector {
                     // Dropped where it is: the recorder was switched off.
                     drop(std::mem::take(history));
                     for waiting in cells.kept.drain(..) {
-                        evicted.release_waiting(waiting);
+                        waiting.release(&mut evicted);
                     }
                 } else {
                     if let Some(at) = returning.iter().position(|(of, _)| Arc::ptr_eq(of, thread)) {

@@ -41,10 +41,10 @@ use crate::data::raw_span::RawSpan;
 use crate::data::record::{Reporter, SpanRecord};
 use crate::data::target::{Target, Targets};
 use crate::data::timeline::Timeline;
-use crate::transport::history;
 use crate::transport::message::{EndedSpan, Message};
 use crate::transport::property_lists::Pooled;
 use crate::transport::queue::Thread;
+use crate::transport::{exited, history};
 use crate::transport::{gate, queue, span_buffers, stats};
 use crate::util::id_hasher::BuildIdHasher;
 use crate::util::prefetch;
@@ -108,7 +108,7 @@ pub(crate) struct Collector {
     /// What was filed in the last cycle, by thread, to give back.
     to_return: Vec<(Arc<Thread>, Vec<Message>)>,
     /// What exited threads kept, while the recorder is on.
-    exited: history::Exited,
+    exited: exited::Exited,
     /// Emptied outboxes, to give threads at the next harvest.
     spares: Vec<Vec<Message>>,
 }
@@ -148,7 +148,7 @@ impl Collector {
             cycles: 0,
             keep: false,
             to_return: Vec::new(),
-            exited: history::Exited::default(),
+            exited: exited::Exited::default(),
             spares: Vec::new(),
         }
     }
