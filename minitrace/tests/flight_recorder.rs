@@ -565,7 +565,8 @@ fn requests_ending_here_or_elsewhere(requests: usize, elsewhere: impl Fn(usize) 
 }
 
 /// The requests that ended on this thread held, from the oldest of them
-/// on: each held whole, as is every request after it. Returns how many.
+/// on: each held whole, as is every request after it, and as it was
+/// recorded (its root, and its one step inside it). Returns how many.
 fn newest_held_whole(ids: &[TraceId], here: impl Fn(usize) -> bool) -> usize {
     let held = held(ids);
     // The other thread holds every root it ended: the oldest is found
@@ -575,6 +576,15 @@ fn newest_held_whole(ids: &[TraceId], here: impl Fn(usize) -> bool) -> usize {
         .expect("some held");
     let whole = |id: &TraceId| held.iter().any(|trace| trace.trace_id == *id && trace.complete);
     assert!(ids[oldest + 1..].iter().all(whole), "every request since the oldest held is held whole");
+    for id in &ids[oldest + 1..] {
+        let trace = held.iter().find(|trace| trace.trace_id == *id).expect("held");
+        let root = trace.root().expect("its root");
+        let [step, _] = &trace.spans[..] else { panic!("{id:?}: {} spans, not 2", trace.spans.len()) };
+        assert_eq!((&*root.name, &*step.name, step.parent_id), ("request", "step", root.span_id), "{id:?}");
+        let inside = root.begin_time_unix_ns <= step.begin_time_unix_ns
+            && step.begin_time_unix_ns + step.duration_ns <= root.begin_time_unix_ns + root.duration_ns;
+        assert!(inside, "{id:?}: the step's times lie inside its root's");
+    }
     ids.len() - oldest
 }
 

@@ -439,18 +439,12 @@ impl History {
 
     /// Lets go the traces in the ring's next `entries` slots, and before
     /// each any part filed back that ended earlier: oldest first, the ring
-    /// then growing into their room (see `keep_thrown`).
+    /// then growing into their room (see `keep_thrown`). While spans are
+    /// held there, a trace thrown away is held, so the oldest part to go is
+    /// one of them or an older part filed back.
     fn free_slots(&mut self, entries: usize, released: &mut Released, counted: &mut Counted) {
         let reused_from = self.ring.reused_from(entries);
-        while self.ring.oldest() < reused_from {
-            let gone = match self.kept_is_older() {
-                true => self.let_kept_go(released, counted),
-                false => self.let_thrown_go(released, counted),
-            };
-            if !gone {
-                break;
-            }
-        }
+        while self.ring.oldest() < reused_from && self.let_oldest_go(released, counted) {}
     }
 
     /// Whether the oldest part filed back ended before the oldest trace
@@ -527,8 +521,9 @@ pub(crate) fn overwritten() -> (u64, u64) {
 /// and when the last of its spans ended.
 fn measure(message: &Message) -> (usize, Instant) {
     let measure_spans = |spans: &[RawSpan], slots: usize| {
-        let owned: usize = spans.iter().map(RawSpan::heap_bytes).sum();
-        let end = spans.iter().map(|span| span.begin.max(span.end)).max().unwrap_or(Instant::ZERO);
+        let (owned, end) = spans.iter().fold((0, Instant::ZERO), |(owned, end), span| {
+            (owned + span.heap_bytes(), end.max(span.begin).max(span.end))
+        });
         (slots * std::mem::size_of::<RawSpan>() + owned, end)
     };
     let (bytes, end) = match message {

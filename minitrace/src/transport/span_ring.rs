@@ -165,33 +165,30 @@ impl Ring {
         let slots = limit / SLOT;
         let held = (self.next - self.oldest) as usize;
         debug_assert!(held <= slots, "held spans would be lost");
-        let (base, from) = match self.slots {
-            0 => (0, 0),
-            old => (self.oldest, (self.oldest % old as u64) as usize),
-        };
-        let moved = held;
-        let memory = Slots::new(moved.max(STRETCH.min(slots)));
+        // Renumbered from the oldest held span (0 in a ring not made yet).
+        let (base, from) = (self.oldest, (self.oldest % self.slots.max(1) as u64) as usize);
+        let memory = Slots::new(held.max(STRETCH.min(slots)));
         // Taken out first: the old ring, dropped below, then drops no span.
         if let Some(old) = self.memory.take() {
-            let head = moved.min(self.slots - from);
+            let head = held.min(self.slots - from);
             // SAFETY: the old memory's slots `from..from + head` and
-            // `0..moved - head` are filled (held spans, or slots written
-            // before the ring wrapped) and the new memory has room for
-            // `moved` (it holds at least the old slots); two allocations.
-            // The spans are moved: the old memory never drops them.
+            // `0..held - head` hold the held spans, in order (the ring
+            // wraps at `slots`); the new memory has room for `held`; two
+            // allocations. The spans are moved: the old memory never drops
+            // them.
             unsafe {
                 std::ptr::copy_nonoverlapping(old.at(from), memory.at(0), head);
-                std::ptr::copy_nonoverlapping(old.at(0), memory.at(head), moved - head);
+                std::ptr::copy_nonoverlapping(old.at(0), memory.at(head), held - head);
             }
         }
         let (next, oldest) = (self.next - base, self.oldest - base);
         *self = Ring {
             memory: Some(memory),
-            filled: moved,
+            filled: held,
             slots,
             limit,
             next,
-            cursor: moved % slots.max(1),
+            cursor: held % slots.max(1),
             oldest,
             lent: None,
         };
